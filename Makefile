@@ -1,0 +1,45 @@
+# vLLM KV-offloading patch stack. `make` builds the patched wheels; `make test`
+# runs every test. See README.md for the other targets.
+
+PYTHON ?= python3
+VENV   ?= .venv
+VPY     = $(VENV)/bin/python
+PSTACK  = PYTHONPATH=scripts $(PYTHON) -m pstack
+VPSTACK = PYTHONPATH=scripts $(VPY) -m pstack
+
+.PHONY: all wheel apply export check-series fetch setup models test clean help
+
+all: wheel
+
+help:
+	@sed -n 's/^## //p' README.md | head -40
+
+fetch:              ## download + verify the pinned sdist and wheel
+	$(PSTACK) fetch all
+
+apply:              ## (re)create vllm-src = base + patches/series
+	$(PSTACK) apply $(if $(FORCE),--force)
+
+export:             ## vllm-src commits -> patches/*.patch + patches/series
+	$(PSTACK) export
+
+check-series:       ## apply + export is a no-op, patches are upstream-shaped
+	$(PSTACK) check-series
+
+vllm-src/setup.py:
+	$(PSTACK) apply
+
+setup: vllm-src/setup.py  ## .venv with the CPU runtime, vllm-src installed editable
+	PYTHONPATH=scripts $(PYTHON) -m pstack.setup_env
+
+models: setup       ## tiny local test models into the cache
+	$(VPSTACK) models
+
+wheel: setup        ## dist/: CUDA wheel (official + overlay) and CPU wheel, both verified
+	$(VPSTACK) wheel
+
+test: setup         ## everything CI runs
+	PYTHONPATH=scripts $(VPY) -m pstack.run_tests $(ARGS)
+
+clean:              ## remove build outputs (keeps vllm-src and the caches)
+	rm -rf dist build .pytest_cache

@@ -1,0 +1,41 @@
+"""Command line of the patch-stack tooling: `python -m pstack <command>` (see Makefile)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .common import Paths, main_wrapper
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="pstack")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("apply", help="(re)create vllm-src: base + patches/series")
+    p.add_argument("--force", action="store_true",
+                   help="discard unexported commits (kept on a backup branch)")
+    sub.add_parser("export", help="write vllm-src's series commits to patches/")
+    sub.add_parser("check-series", help="apply + export is a no-op; lint the patches")
+    p = sub.add_parser("fetch", help="download and verify the pinned base files")
+    p.add_argument("what", choices=["sdist", "wheel", "all"], nargs="?", default="all")
+    args = parser.parse_args(argv)
+    paths = Paths.default()
+
+    if args.command == "apply":
+        from .srctree import apply
+        apply(paths, force=args.force)
+    elif args.command == "export":
+        from .srctree import export
+        export(paths)
+    elif args.command == "check-series":
+        from .check_series import check_series
+        check_series(paths)
+    elif args.command == "fetch":
+        from .fetch import main as fetch_main
+        return fetch_main([args.what])
+    return 0
+
+
+if __name__ == "__main__":
+    main_wrapper(main)
+    sys.exit(0)

@@ -1,0 +1,96 @@
+"""Fetch a pinned vLLM release file (sdist or wheel) through pip's configured index.
+
+`pip download --no-binary :all: vllm==X` cannot be used for the sdist: pip
+builds its metadata, and vLLM's setup.py appends a device suffix (`+cu126`,
+`+cpu`) to the version, which pip rejects as inconsistent with the file name.
+So we ask pip's own package finder for the file by name (same index URLs,
+certificates and proxies as `pip download`) and download it with pip's
+session, then verify the pinned sha256. Files are cached by name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from .common import BasePin, Paths, UserError, main_wrapper, progress, sha256_of
+
+PROJECT = "vllm"
+
+
+def _find_and_download(filename: str, dest: Path) -> None:
+    try:
+        from pip._internal.commands import create_command
+    except ImportError as e:  # pragma: no cover - depends on the pip install
+        raise UserError(f"cannot use pip's package finder ({e})",
+                        "install pip >= 23 for this python") from e
+
+    # pip warns about every unreachable find-links location; only errors matter here.
+    logging.getLogger("pip").setLevel(logging.ERROR)
+    cmd = create_command("download")
+    binary = ["--only-binary", ":all:"] if filename.endswith(".whl") else [
+        "--no-binary", ":all:"]
+    opts, _ = cmd.parse_args(["--no-deps", *binary, PROJECT])
+    with cmd.main_context():
+        session = cmd.get_default_session(opts)
+        finder = cmd._build_package_finder(options=opts, session=session,
+                                           target_python=None,
+                                           ignore_requires_python=True)
+        links = [c.link for c in finder.find_all_candidates(PROJECT)
+                 if c.link.filename == filename]
+        if not links:
+            raise UserError(
+                f"{filename} is not on the configured package index",
+                "check the version in patches/base.toml (`pip index versions vllm`)")
+        tmp = dest.with_name(dest.name + ".part")
+        progress(f"downloading {filename}")
+        resp = session.get(links[0].url, stream=True)
+        if resp.status_code != 200:
+            raise UserError(f"download of {filename} failed: HTTP {resp.status_code}")
+        with open(tmp, "wb") as f:
+            for chunk in resp.iter_content(1 << 20):
+                f.write(chunk)
+        tmp.replace(dest)
+
+
+def fetch(filename: str, sha256: str, cache: Path) -> Path:
+    """Return the cached, verified file, downloading it if needed."""
+    dest = cache / "dist" / filename
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if not dest.exists():
+        _find_and_download(filename, dest)
+    actual = sha256_of(dest)
+    if actual != sha256:
+        bad = dest.with_name(dest.name + ".bad")
+        dest.replace(bad)
+        raise UserError(
+            f"{filename}: sha256 {actual} does not match the pin {sha256}",
+            f"moved the file to {bad}; if the pin is wrong, fix patches/base.toml")
+    return dest
+
+
+def fetch_sdist(pin: BasePin, cache: Path) -> Path:
+    return fetch(pin.sdist, pin.sdist_sha256, cache)
+
+
+def fetch_wheel(pin: BasePin, cache: Path) -> Path:
+    return fetch(pin.wheel, pin.wheel_sha256, cache)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="fetch", description=__doc__)
+    parser.add_argument("what", choices=["sdist", "wheel", "all"], nargs="?",
+                        default="sdist")
+    args = parser.parse_args(argv)
+    paths = Paths.default()
+    pin = BasePin.load(paths.base_file)
+    if args.what in ("sdist", "all"):
+        print(fetch_sdist(pin, paths.cache))
+    if args.what in ("wheel", "all"):
+        print(fetch_wheel(pin, paths.cache))
+    return 0
+
+
+if __name__ == "__main__":
+    main_wrapper(main)

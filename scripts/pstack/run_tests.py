@@ -1,0 +1,78 @@
+"""`make test`: the project's tests, then the vLLM test files the series touches.
+
+Both run under the project venv with the offline switches set; the final line
+sums up both pytest runs ("N passed, N failed, N skipped").
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from .common import REPO, BasePin, Paths, git, progress
+from .srctree import SERIES
+
+OFFLINE_ENV = {
+    "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+    "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
+    # The CPU KV cache is sized in GiB; tests need little.
+    "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
+}
+
+
+def touched_vllm_tests(paths: Paths) -> list[str]:
+    """Test files under vllm-src/tests that the series adds or modifies."""
+    pin = BasePin.load(paths.base_file)
+    out = git(paths.src, "diff", "--name-only", "--diff-filter=AM", pin.tag, SERIES,
+              "--", "tests/")
+    return [p for p in out.split() if Path(p).name.startswith("test_") and p.endswith(".py")]
+
+
+def _pytest(args: list[str], cwd: Path, junit: Path) -> int:
+    cmd = [sys.executable, "-m", "pytest", f"--junitxml={junit}", *args]
+    progress(" ".join(cmd[2:]) + f"   (in {cwd})")
+    return subprocess.run(cmd, cwd=cwd, env={**os.environ, **OFFLINE_ENV}).returncode
+
+
+def _counts(junit: Path) -> dict[str, int]:
+    counts = {"passed": 0, "failed": 0, "skipped": 0}
+    if not junit.exists():
+        return counts
+    for suite in ET.parse(junit).getroot().iter("testsuite"):
+        tests = int(suite.get("tests", 0))
+        failed = int(suite.get("failures", 0)) + int(suite.get("errors", 0))
+        skipped = int(suite.get("skipped", 0))
+        counts["failed"] += failed
+        counts["skipped"] += skipped
+        counts["passed"] += tests - failed - skipped
+    return counts
+
+
+def main(argv: list[str]) -> int:
+    paths = Paths.default()
+    total = {"passed": 0, "failed": 0, "skipped": 0}
+    rcs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        junit = Path(tmp) / "project.xml"
+        rcs.append(_pytest(["tests", *argv], REPO, junit))
+        for k, v in _counts(junit).items():
+            total[k] += v
+        vllm_tests = touched_vllm_tests(paths)
+        if vllm_tests and not argv:
+            junit = Path(tmp) / "vllm.xml"
+            rcs.append(_pytest(vllm_tests, paths.src, junit))
+            for k, v in _counts(junit).items():
+                total[k] += v
+    # pytest's 5 means "no tests collected": only acceptable for a filtered run.
+    failed = any(rc not in (0, 5) for rc in rcs) or total["passed"] == 0
+    print(f"total: {total['passed']} passed, {total['failed']} failed, "
+          f"{total['skipped']} skipped")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,94 @@
+"""Shared fixtures: the tooling under scripts/ and tiny fake vLLM releases."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))
+
+from pstack.common import BasePin, Paths  # noqa: E402
+
+FAKE_FILES = {
+    ".gitignore": "/vllm/_version.py\n*.so\nbuild/\n",
+    "setup.py": "# not a real setup.py\n",
+    "vllm/__init__.py": "from .version import __version__\n",
+    "vllm/version.py": "__version__ = '0.0.1'\n",
+    "vllm/core.py": "".join(f"line {i}\n" for i in range(1, 21)),
+    "vllm/_version.py": "version = '0.0.1'  # ignored by .gitignore\n",
+    "tests/test_core.py": "def test_ok():\n    assert True\n",
+}
+
+
+def make_release_tarball(dest: Path, version: str, files: dict[str, str]) -> Path:
+    """A vLLM-like sdist: one top-level dir, fixed mtimes so its hash is stable."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.PAX_FORMAT) as tf:
+        top = tarfile.TarInfo(f"vllm-{version}")
+        top.type, top.mode, top.mtime = tarfile.DIRTYPE, 0o755, 1700000000
+        tf.addfile(top)
+        for name, text in sorted(files.items()):
+            data = text.encode()
+            info = tarfile.TarInfo(f"vllm-{version}/{name}")
+            info.size, info.mode, info.mtime = len(data), 0o644, 1700000000
+            tf.addfile(info, io.BytesIO(data))
+    path = dest / f"vllm-{version}.tar.gz"
+    path.write_bytes(buf.getvalue())
+    return path
+
+
+def git(cwd: Path, *args: str, **kw) -> str:
+    return subprocess.run(["git", "-C", str(cwd), *args], check=True, text=True,
+                          stdout=subprocess.PIPE, **kw).stdout
+
+
+@pytest.fixture
+def stack(tmp_path: Path, monkeypatch) -> Paths:
+    """An empty series on a fake 0.0.1 release, in a scratch project checkout."""
+    project = tmp_path / "project"
+    patches = project / "patches"
+    patches.mkdir(parents=True)
+    cache = tmp_path / "cache"
+    (cache / "dist").mkdir(parents=True)
+    tarball = make_release_tarball(cache / "dist", "0.0.1", FAKE_FILES)
+    pin = BasePin(version="0.0.1", sdist=tarball.name,
+                  sdist_sha256=hashlib.sha256(tarball.read_bytes()).hexdigest(),
+                  wheel="vllm-0.0.1-py3-none-any.whl", wheel_sha256="0" * 64)
+    pin.dump(patches / "base.toml")
+    (patches / "series").write_text("# test series\n")
+    (project / ".gitignore").write_text("/vllm-src/\n")
+    git(project, "init", "-q")
+    git(project, "add", "-A")
+    git(project, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "init")
+    paths = Paths(patches=patches, src=project / "vllm-src", cache=cache)
+    monkeypatch.setenv("PSTACK_PATCHES", str(paths.patches))
+    monkeypatch.setenv("PSTACK_SRC", str(paths.src))
+    monkeypatch.setenv("PSTACK_CACHE", str(paths.cache))
+    return paths
+
+
+AUTHOR = "Ada Lovelace <ada@example.com>"
+
+
+def commit_change(src: Path, path: str, old: str, new: str, subject: str,
+                  *, signoff: bool = True, status: str | None = "Pending",
+                  body: str = "Why: the test needs a change.") -> None:
+    """Commit an edit of one line on the series branch, as a developer would."""
+    f = src / path
+    f.write_text(f.read_text().replace(old, new))
+    message = f"{subject}\n\n{body}\n\n"
+    if status:
+        message += f"Upstream-Status: {status}\n"
+    if signoff:
+        message += f"Signed-off-by: {AUTHOR}\n"
+    git(src, "add", path)
+    git(src, "-c", "user.name=Ada Lovelace", "-c", "user.email=ada@example.com",
+        "commit", "-q", "--author", AUTHOR, "-m", message,
+        env={"GIT_AUTHOR_DATE": "1700000100 +0000", "PATH": "/usr/bin:/bin"})
