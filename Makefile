@@ -7,7 +7,7 @@ VPY     = $(VENV)/bin/python
 PSTACK  = PYTHONPATH=scripts $(PYTHON) -m pstack
 VPSTACK = PYTHONPATH=scripts $(VPY) -m pstack
 
-.PHONY: all wheel apply export check-series fetch setup models test clean help
+.PHONY: all wheel apply export sync check-series fetch setup models test clean help
 
 all: wheel
 
@@ -26,10 +26,10 @@ export:             ## vllm-src commits -> patches/*.patch + patches/series
 check-series:       ## apply + export is a no-op, patches are upstream-shaped
 	$(PSTACK) check-series
 
-vllm-src/setup.py:
-	$(PSTACK) apply
+sync:
+	@$(PSTACK) sync
 
-setup: vllm-src/setup.py  ## .venv with the CPU runtime, vllm-src installed editable
+setup: sync         ## .venv with the CPU runtime, vllm-src installed editable
 	PYTHONPATH=scripts $(PYTHON) -m pstack.setup_env
 
 models: setup       ## tiny local test models into the cache

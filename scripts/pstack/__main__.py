@@ -15,15 +15,23 @@ def main(argv: list[str]) -> int:
     p.add_argument("--force", action="store_true",
                    help="discard unexported commits (kept on a backup branch)")
     sub.add_parser("export", help="write vllm-src's series commits to patches/")
+    sub.add_parser("sync", help="apply, unless vllm-src holds unexported work")
     sub.add_parser("check-series", help="apply + export is a no-op; lint the patches")
     p = sub.add_parser("fetch", help="download and verify the pinned base files")
     p.add_argument("what", choices=["sdist", "wheel", "all"], nargs="?", default="all")
+    p = sub.add_parser("models", help="generate the tiny local test models")
+    p.add_argument("names", nargs="*")
+    p = sub.add_parser("wheel", help="build and verify the patched wheels into dist/")
+    p.add_argument("which", choices=["cuda", "cpu", "all"], nargs="?", default="all")
     args = parser.parse_args(argv)
     paths = Paths.default()
 
     if args.command == "apply":
         from .srctree import apply
         apply(paths, force=args.force)
+    elif args.command == "sync":
+        from .srctree import sync
+        sync(paths)
     elif args.command == "export":
         from .srctree import export
         export(paths)
@@ -33,6 +41,12 @@ def main(argv: list[str]) -> int:
     elif args.command == "fetch":
         from .fetch import main as fetch_main
         return fetch_main([args.what])
+    elif args.command == "models":
+        from .tiny_models import main as models_main
+        return models_main(args.names)
+    elif args.command == "wheel":
+        from .wheels import main as wheel_main
+        return wheel_main([args.which])
     return 0
 
 

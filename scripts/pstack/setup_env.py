@@ -166,7 +166,7 @@ def check_runtime() -> None:
     if proc.returncode != 0:
         raise UserError("the CPU runtime does not import: " + proc.stderr.strip().splitlines()[-1],
                         "re-run `make setup`")
-    progress(proc.stdout.strip())
+    progress(proc.stdout.strip().splitlines()[-1])
 
 
 def setup(paths: Paths) -> None:

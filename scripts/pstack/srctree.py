@@ -319,3 +319,25 @@ def export(paths: Paths) -> list[str]:
     progress(f"exported {len(names)} patches to {paths.patches} "
              f"({changed} written, {len(removed)} removed)")
     return names
+
+
+def sync(paths: Paths) -> None:
+    """Bring vllm-src up to date with patches/ unless it holds work of its own.
+
+    Used by `make test`/`make setup`: a fresh clone gets vllm-src applied; a
+    developer's vllm-src with local commits or edits is tested as it is.
+    """
+    src = paths.src
+    if not _git_dir(src).exists():
+        apply(paths)
+        return
+    pin = BasePin.load(paths.base_file)
+    reason = operation_in_progress(src)
+    if not reason and uncommitted_changes(src):
+        reason = "uncommitted changes"
+    if not reason and rev(src, SERIES) and rev(src, pin.tag) and _unexported_commits(paths, pin):
+        reason = "commits not yet exported"
+    if reason:
+        progress(f"using vllm-src as it is ({reason}); `make export` to keep the work")
+        return
+    apply(paths)

@@ -93,8 +93,8 @@ def build_cuda_wheel(paths: Paths, pin: BasePin, label: str, outdir: Path) -> Pa
             f"__version__ = version = {version!r}\n"
             f"__version_tuple__ = version_tuple = {_version_tuple(version)!r}\n")
         progress("packing (re-compresses the kernels; about a minute)")
-        run(["python", "-m", "wheel", "pack", "--local-version", label, "-d", tmp, tree],
-            env=_venv_path_env())
+        from .setup_env import venv_python
+        run([venv_python(), "-m", "wheel", "pack", "--local-version", label, "-d", tmp, tree])
         built = next(Path(tmp).glob("*.whl"))
         final = outdir / built.name
         built.replace(final)
@@ -104,11 +104,6 @@ def build_cuda_wheel(paths: Paths, pin: BasePin, label: str, outdir: Path) -> Pa
 def _version_tuple(version: str) -> tuple:
     public, _, local = version.partition("+")
     return tuple(int(p) for p in public.split(".")) + ((local,) if local else ())
-
-
-def _venv_path_env() -> dict[str, str]:
-    from .setup_env import VENV
-    return {"PATH": f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 
 # ---------------------------------------------------------------- CPU wheel
