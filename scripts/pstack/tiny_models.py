@@ -85,7 +85,7 @@ def model_dir(name: str) -> Path:
     return cache_dir() / "models" / f"{name}-{digest.hexdigest()[:10]}"
 
 
-def _train_tokenizer(vocab_size: int, out: Path) -> None:
+def train_tokenizer(vocab_size: int, out: Path) -> None:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -115,7 +115,7 @@ def generate(name: str) -> Path:
     progress(f"generating {name} in {dest}")
     tmp = dest.with_name(dest.name + f".tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    _train_tokenizer(spec.vocab_size, tmp)
+    train_tokenizer(spec.vocab_size, tmp)
     config = LlamaConfig(
         vocab_size=spec.vocab_size, hidden_size=spec.hidden_size,
         intermediate_size=spec.intermediate_size,

@@ -138,14 +138,18 @@ def _record_hashes(zf: zipfile.ZipFile) -> dict[str, str]:
 
 
 def verify_wheel(wheel: Path, src: Path, overlay: list[Change], expected_version: str,
-                 reference_wheel: Path | None, import_ext: bool) -> list[str]:
+                 reference_wheel: Path | None, import_ext: bool,
+                 dist_version: str | None = None) -> list[str]:
     """Install `wheel` with --no-deps into a throwaway venv and check it.
 
     Returns the list of problems (empty when the wheel is good):
     every changed vllm/ file carries the patched bytes (deleted ones are gone),
     shared objects are intact (byte-equal to the reference wheel's when given,
-    otherwise loadable), and vllm.__version__ is the expected version.
+    otherwise loadable), and vllm.__version__ is the expected version. The
+    distribution version is the same, except for builds whose setup.py appends
+    a device suffix after writing vllm/_version.py (`+<label>.cpu`).
     """
+    dist_version = dist_version or expected_version
     from .setup_env import venv_python
     problems = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -191,10 +195,10 @@ def verify_wheel(wheel: Path, src: Path, overlay: list[Change], expected_version
         if proc.returncode != 0:
             problems.append("import failed: " + (proc.stderr.strip().splitlines() or ["?"])[-1])
         else:
-            got_version, dist_version, location = proc.stdout.split()
-            if got_version != expected_version or dist_version != expected_version:
-                problems.append(f"version {got_version} (metadata {dist_version}), "
-                                f"expected {expected_version}")
+            got_version, got_dist, location = proc.stdout.split()
+            if got_version != expected_version or got_dist != dist_version:
+                problems.append(f"version {got_version} (metadata {got_dist}), "
+                                f"expected {expected_version} ({dist_version})")
             if not location.startswith(str(site)):
                 problems.append(f"vllm imported from {location}, not from the wheel")
     return problems
@@ -225,8 +229,9 @@ def build_all(paths: Paths, outdir: Path, which: str) -> list[Path]:
         built.append(wheel)
     if which in ("cpu", "all"):
         wheel = build_cpu_wheel(paths, pin, label, outdir)
-        problems = verify_wheel(wheel, paths.src, overlay, f"{pin.version}+{label}.cpu",
-                                reference_wheel=None, import_ext=True)
+        problems = verify_wheel(wheel, paths.src, overlay, f"{pin.version}+{label}",
+                                reference_wheel=None, import_ext=True,
+                                dist_version=f"{pin.version}+{label}.cpu")
         _report(wheel, problems)
         built.append(wheel)
     return built
