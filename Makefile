@@ -7,7 +7,7 @@ VPY     = $(VENV)/bin/python
 PSTACK  = PYTHONPATH=scripts $(PYTHON) -m pstack
 VPSTACK = PYTHONPATH=scripts $(VPY) -m pstack
 
-.PHONY: all wheel apply export sync check-series fetch setup models test clean help
+.PHONY: all wheel apply export sync check-series fetch setup models test bench clean help
 
 all: wheel
 
@@ -39,7 +39,11 @@ wheel: setup        ## dist/: CUDA wheel (official + overlay) and CPU wheel, bot
 	$(VPSTACK) wheel
 
 test: setup         ## everything CI runs
+	@$(PSTACK) fetch all >/dev/null   # tests never download
 	PYTHONPATH=scripts $(VPY) -m pstack.run_tests $(ARGS)
+
+bench: setup        ## print the benchmark tables (B=<name> for one)
+	PYTHONPATH=scripts $(VPY) -m pstack.bench $(B)
 
 clean:              ## remove build outputs (keeps vllm-src and the caches)
 	rm -rf dist build .pytest_cache

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
+from conftest import REPO
 
 from pstack.common import UserError
 from pstack.fetch import fetch
@@ -33,6 +38,16 @@ def test_hash_mismatch_sets_file_aside(tmp_path):
 @pytest.mark.network
 def test_unknown_release_is_a_clear_error(tmp_path):
     # Asks the configured index for real: the project exists, the file does not.
-    with pytest.raises(UserError, match="vllm-0.0.0.tar.gz is not on the configured"):
-        fetch("vllm-0.0.0.tar.gz", "0" * 64, tmp_path)
+    # In a child process: pip's internals must not be imported into pytest's
+    # (they replace setuptools' distutils shim, which later imports rely on).
+    code = ("import sys; from pstack.common import main_wrapper; "
+            "from pstack.fetch import fetch; from pathlib import Path; "
+            "main_wrapper(lambda argv: fetch('vllm-0.0.0.tar.gz', '0' * 64, "
+            "Path(argv[0])) and 0)")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO / "scripts")},
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(
+        "error: vllm-0.0.0.tar.gz is not on the configured package index")
     assert not list((tmp_path / "dist").iterdir()), "nothing half-written is left"

@@ -1,0 +1,75 @@
+"""`make bench`: the project's benchmarks, printed as tables.
+
+Figures are printed, never asserted: they depend on the machine. Benchmarks
+that compare against the unpatched base run the same script against a
+worktree of vllm-src at the base tag (build/vllm-base).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from .common import REPO, BasePin, Paths, git, progress
+
+BENCH_DIR = REPO / "scripts" / "benchmarks"
+
+
+def base_tree(paths: Paths) -> Path:
+    """A worktree of the unpatched base sharing vllm-src's compiled extension."""
+    pin = BasePin.load(paths.base_file)
+    tree = REPO / "build" / "vllm-base"
+    if not (tree / ".git").exists():
+        progress(f"creating {tree} at {pin.tag}")
+        git(paths.src, "worktree", "add", "-f", "--detach", str(tree), pin.tag)
+    else:
+        git(tree, "checkout", "-q", "--detach", pin.tag)
+    so = tree / "vllm" / "_C.abi3.so"
+    if not so.exists():
+        so.symlink_to(paths.src / "vllm" / "_C.abi3.so")
+    return tree
+
+
+def run_script(script: str, tree: Path, *args: str) -> list[dict]:
+    env = {**os.environ, "PYTHONPATH": str(tree), "VLLM_LOGGING_LEVEL": "ERROR"}
+    proc = subprocess.run([sys.executable, str(BENCH_DIR / script), *args], env=env,
+                          cwd=REPO / "build", text=True, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE)
+    if proc.returncode != 0:
+        raise SystemExit(f"{script} failed:\n{proc.stderr[-3000:]}")
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+def bench_block_hashing(paths: Paths) -> None:
+    print("\n## Block hashing on the decode path (append + allocate_slots), "
+          f"µs per generated token, prompt 512, block 16")
+    base = run_script("block_hashing.py", base_tree(paths))
+    patched = run_script("block_hashing.py", paths.src)
+    print(f"{'generated':>10} {'v0.9.2':>10} {'series':>10}")
+    for b, p in zip(base, patched):
+        print(f"{b['generated_tokens']:>10} {b['us_per_token']:>10.2f} "
+              f"{p['us_per_token']:>10.2f}")
+    growth = patched[-1]["us_per_token"] / patched[0]["us_per_token"]
+    print(f"series: cost per token at {patched[-1]['generated_tokens']} vs "
+          f"{patched[0]['generated_tokens']} generated tokens: {growth:.2f}x "
+          "(flat = amortized O(new blocks))")
+
+
+BENCHMARKS = {"block-hashing": bench_block_hashing}
+
+
+def main(argv: list[str]) -> int:
+    paths = Paths.default()
+    (REPO / "build").mkdir(exist_ok=True)
+    for name in argv or list(BENCHMARKS):
+        if name not in BENCHMARKS:
+            raise SystemExit(f"unknown benchmark {name!r}; choose from {', '.join(BENCHMARKS)}")
+        BENCHMARKS[name](paths)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
