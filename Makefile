@@ -7,7 +7,7 @@ VPY     = $(VENV)/bin/python
 PSTACK  = PYTHONPATH=scripts $(PYTHON) -m pstack
 VPSTACK = PYTHONPATH=scripts $(VPY) -m pstack
 
-.PHONY: all wheel apply export sync check-series fetch setup models test bench clean help
+.PHONY: all wheel apply export sync check-series check-bisect fetch setup models test bench clean help
 
 all: wheel
 
@@ -25,6 +25,9 @@ export:             ## vllm-src commits -> patches/*.patch + patches/series
 
 check-series:       ## apply + export is a no-op, patches are upstream-shaped
 	$(PSTACK) check-series
+
+check-bisect: setup ## every prefix of the series compiles, lints and passes its tests
+	PYTHONPATH=scripts $(VPY) -m pstack.check_bisect $(ARGS)
 
 sync:
 	@$(PSTACK) sync
