@@ -58,7 +58,18 @@ def bench_block_hashing(paths: Paths) -> None:
           "(flat = amortized O(new blocks))")
 
 
-BENCHMARKS = {"block-hashing": bench_block_hashing}
+def bench_offload_manager(paths: Paths) -> None:
+    print("\n## Offloading manager on a full pool of 1M CPU blocks "
+          "(lookup + prepare_store + complete_store + touch, 16 blocks per call)")
+    rows = run_script("offload_manager.py", paths.src)
+    print(f"{'policy':>8} {'ops/s':>10} {'blocks/s':>10} {'fill 1M (s)':>12}")
+    for r in rows:
+        print(f"{r['policy']:>8} {r['ops_per_s']:>10,} {r['blocks_per_s']:>10,} "
+              f"{r['fill_seconds']:>12.1f}")
+
+
+BENCHMARKS = {"block-hashing": bench_block_hashing,
+              "offload-manager": bench_offload_manager}
 
 
 def main(argv: list[str]) -> int:
