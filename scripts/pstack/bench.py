@@ -45,7 +45,7 @@ def run_script(script: str, tree: Path, *args: str) -> list[dict]:
 
 def bench_block_hashing(paths: Paths) -> None:
     print("\n## Block hashing on the decode path (append + allocate_slots), "
-          f"µs per generated token, prompt 512, block 16")
+          "µs per generated token, prompt 512, block 16")
     base = run_script("block_hashing.py", base_tree(paths))
     patched = run_script("block_hashing.py", paths.src)
     print(f"{'generated':>10} {'v0.9.2':>10} {'series':>10}")

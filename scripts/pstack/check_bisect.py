@@ -86,7 +86,6 @@ def check_patch(tree: Path, commit: str, env: dict[str, str], skip_tests: bool,
                     *[f"--deselect={d}" for d in deselect], *tests])
         summary = (proc.stdout.strip().splitlines() or ["no output"])[-1]
         result.checks["tests"] = "ok" if proc.returncode == 0 else summary
-        result.checks["tests"] = result.checks["tests"]
         print(f"    {summary}  ({time.monotonic() - start:.0f}s)")
     else:
         result.checks["tests"] = "no tests in this patch"
@@ -100,7 +99,7 @@ def check_bisect(paths: Paths, skip_tests: bool) -> list[PatchResult]:
         raise UserError("the series is empty", "nothing to check")
     tree = _worktree(paths)
     env = test_env()
-    deselect = deselected(paths)
+    deselect = deselected()
     results = []
     for i, commit in enumerate(commits, 1):
         progress(f"[{i}/{len(commits)}] {commit[:12]}")

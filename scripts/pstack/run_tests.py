@@ -41,7 +41,7 @@ def test_env() -> dict[str, str]:
     }
 
 
-def deselected(paths: Paths) -> list[str]:
+def deselected() -> list[str]:
     """Node ids of vLLM tests that cannot run on this kind of machine (with why)."""
     ids = []
     for line in DESELECT_FILE.read_text().splitlines():
@@ -92,7 +92,7 @@ def main(argv: list[str]) -> int:
         vllm_tests = touched_vllm_tests(paths)
         if vllm_tests and not argv:
             junit = Path(tmp) / "vllm.xml"
-            skip = [f"--deselect={node}" for node in deselected(paths)]
+            skip = [f"--deselect={node}" for node in deselected()]
             rcs.append(_pytest(["-p", "no:cacheprovider", *skip, *vllm_tests],
                                paths.src, junit, env))
             for k, v in _counts(junit).items():
