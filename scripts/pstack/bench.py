@@ -13,24 +13,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .common import REPO, BasePin, Paths, git, progress
+from .common import REPO, BasePin, Paths
+from .srctree import scratch_worktree
 
 BENCH_DIR = REPO / "scripts" / "benchmarks"
 
 
 def base_tree(paths: Paths) -> Path:
-    """A worktree of the unpatched base sharing vllm-src's compiled extension."""
-    pin = BasePin.load(paths.base_file)
-    tree = REPO / "build" / "vllm-base"
-    if not (tree / ".git").exists():
-        progress(f"creating {tree} at {pin.tag}")
-        git(paths.src, "worktree", "add", "-f", "--detach", str(tree), pin.tag)
-    else:
-        git(tree, "checkout", "-q", "--detach", pin.tag)
-    so = tree / "vllm" / "_C.abi3.so"
-    if not so.exists():
-        so.symlink_to(paths.src / "vllm" / "_C.abi3.so")
-    return tree
+    """The unpatched base, to run the same benchmark before and after."""
+    return scratch_worktree(paths, "vllm-base", BasePin.load(paths.base_file).tag)
 
 
 def run_script(script: str, tree: Path, *args: str) -> list[dict]:

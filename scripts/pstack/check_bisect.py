@@ -18,9 +18,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .common import REPO, BasePin, Paths, UserError, git, main_wrapper, progress
+from .common import BasePin, Paths, UserError, git, main_wrapper, progress
 from .run_tests import deselected, test_env
-from .srctree import SERIES
+from .srctree import SERIES, scratch_worktree
 
 LINTERS = {
     "ruff": ["-m", "ruff", "check", "--quiet"],
@@ -37,17 +37,6 @@ class PatchResult:
     @property
     def ok(self) -> bool:
         return all(v == "ok" for v in self.checks.values())
-
-
-def _worktree(paths: Paths) -> Path:
-    tree = REPO / "build" / "bisect"
-    if not (tree / ".git").exists():
-        tree.parent.mkdir(exist_ok=True)
-        git(paths.src, "worktree", "add", "-f", "--detach", str(tree), SERIES)
-    so = tree / "vllm" / "_C.abi3.so"
-    if not so.exists():
-        so.symlink_to(paths.src / "vllm" / "_C.abi3.so")
-    return tree
 
 
 def _changed(tree: Path, commit: str) -> list[str]:
@@ -97,7 +86,7 @@ def check_bisect(paths: Paths, skip_tests: bool) -> list[PatchResult]:
     commits = git(paths.src, "rev-list", "--reverse", f"{pin.tag}..{SERIES}").split()
     if not commits:
         raise UserError("the series is empty", "nothing to check")
-    tree = _worktree(paths)
+    tree = scratch_worktree(paths, "bisect", SERIES)
     env = test_env()
     deselect = deselected()
     results = []

@@ -327,17 +327,27 @@ def sync(paths: Paths) -> None:
     Used by `make test`/`make setup`: a fresh clone gets vllm-src applied; a
     developer's vllm-src with local commits or edits is tested as it is.
     """
-    src = paths.src
-    if not _git_dir(src).exists():
-        apply(paths)
-        return
-    pin = BasePin.load(paths.base_file)
-    reason = operation_in_progress(src)
-    if not reason and uncommitted_changes(src):
-        reason = "uncommitted changes"
-    if not reason and rev(src, SERIES) and rev(src, pin.tag) and _unexported_commits(paths, pin):
-        reason = "commits not yet exported"
-    if reason:
-        progress(f"using vllm-src as it is ({reason}); `make export` to keep the work")
-        return
+    if _git_dir(paths.src).exists():
+        try:
+            ensure_safe_to_reset(paths, BasePin.load(paths.base_file))
+        except UserError as e:
+            progress(f"using vllm-src as it is: {e}")
+            return
     apply(paths)
+
+
+def scratch_worktree(paths: Paths, name: str, ref: str) -> Path:
+    """A detached worktree of vllm-src at `ref` in build/<name>.
+
+    It shares vllm-src's compiled extension: the series changes Python only.
+    """
+    tree = paths.src.parent / "build" / name
+    if not (tree / ".git").exists():
+        tree.parent.mkdir(exist_ok=True)
+        git(paths.src, "worktree", "add", "-f", "--detach", str(tree), ref)
+    else:
+        git(tree, "checkout", "-q", "--detach", ref)
+    so = tree / "vllm" / "_C.abi3.so"
+    if not so.exists():
+        so.symlink_to(paths.src.resolve() / "vllm" / "_C.abi3.so")
+    return tree
