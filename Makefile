@@ -7,7 +7,8 @@ VPY     = $(VENV)/bin/python
 PSTACK  = PYTHONPATH=scripts $(PYTHON) -m pstack
 VPSTACK = PYTHONPATH=scripts $(VPY) -m pstack
 
-.PHONY: all wheel apply export sync check-series check-bisect fetch setup models test bench clean help
+.PHONY: all wheel apply export sync check-series check-bisect rebase rebase-abort rebase-report pr \
+        fetch setup models test bench clean help
 
 all: wheel
 
@@ -25,6 +26,18 @@ export:             ## vllm-src commits -> patches/*.patch + patches/series
 
 check-series:       ## apply + export is a no-op, patches are upstream-shaped
 	$(PSTACK) check-series
+
+rebase:             ## move the series onto vLLM $(TO); re-run to continue after a conflict
+	$(PSTACK) rebase $(TO)
+
+rebase-abort:       ## undo a rebase under way: series, upstream and the pin as before
+	$(PSTACK) rebase --abort
+
+rebase-report:      ## rebase a copy in build/ (not vllm-src): docs/rebase-$(TO).md
+	$(PSTACK) rebase --report $(TO)
+
+pr:                 ## out/pr/<nn>-<slug>/: branch, title, body, patch (N=<number|name>)
+	$(PSTACK) pr $(N)
 
 check-bisect: setup ## every prefix of the series compiles, lints and passes its tests
 	PYTHONPATH=scripts $(VPY) -m pstack.check_bisect $(ARGS)

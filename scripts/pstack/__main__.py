@@ -23,6 +23,13 @@ def main(argv: list[str]) -> int:
     p.add_argument("names", nargs="*")
     p = sub.add_parser("wheel", help="build and verify the patched wheels into dist/")
     p.add_argument("which", choices=["cuda", "cpu", "all"], nargs="?", default="all")
+    p = sub.add_parser("rebase", help="move the series onto another vLLM release")
+    p.add_argument("version", nargs="?")
+    p.add_argument("--abort", action="store_true")
+    p.add_argument("--report", action="store_true")
+    p.add_argument("--scratch")
+    p = sub.add_parser("pr", help="upstream PR material for one patch or all")
+    p.add_argument("which", nargs="*")
     args = parser.parse_args(argv)
     paths = Paths.default()
 
@@ -38,6 +45,12 @@ def main(argv: list[str]) -> int:
     elif args.command == "check-series":
         from .check_series import check_series
         check_series(paths)
+    elif args.command == "rebase":
+        from .rebase import main as rebase_main
+        return rebase_main(argv[1:])
+    elif args.command == "pr":
+        from .pr import main as pr_main
+        return pr_main(argv[1:])
     elif args.command == "fetch":
         from .fetch import main as fetch_main
         return fetch_main([args.what])

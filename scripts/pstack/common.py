@@ -55,16 +55,39 @@ def cache_dir() -> Path:
 
 
 @dataclass(frozen=True)
+class Release:
+    """A release imported on branch `upstream`: its version and verified sdist."""
+
+    version: str
+    sdist: str
+    sdist_sha256: str
+
+    @property
+    def tag(self) -> str:
+        return f"v{self.version}"
+
+
+@dataclass(frozen=True)
 class BasePin:
     version: str
     sdist: str
     sdist_sha256: str
     wheel: str
     wheel_sha256: str
+    # Releases imported before this one (oldest first). `make rebase` imports a
+    # release as the child of the previous base, so `make apply` re-imports the
+    # same chain to get the same commit ids (and base-commit trailers) everywhere.
+    previous: tuple[Release, ...] = ()
+
+    FIELDS = ("version", "sdist", "sdist_sha256", "wheel", "wheel_sha256")
 
     @property
     def tag(self) -> str:
         return f"v{self.version}"
+
+    @property
+    def release(self) -> Release:
+        return Release(self.version, self.sdist, self.sdist_sha256)
 
     @classmethod
     def load(cls, path: Path) -> "BasePin":
@@ -75,17 +98,31 @@ class BasePin:
                             "restore it with `git checkout -- patches/base.toml`")
         except tomllib.TOMLDecodeError as e:
             raise UserError(f"base pin {path} is not valid TOML: {e}")
-        missing = [f for f in cls.__dataclass_fields__ if f not in data]
+        missing = [f for f in cls.FIELDS if f not in data]
         if missing:
             raise UserError(f"base pin {path} lacks {', '.join(missing)}")
-        return cls(**{f: str(data[f]) for f in cls.__dataclass_fields__})
+        try:
+            previous = tuple(Release(str(r["version"]), str(r["sdist"]),
+                                     str(r["sdist_sha256"]))
+                             for r in data.get("previous", []))
+        except (KeyError, TypeError) as e:
+            raise UserError(f"base pin {path}: bad `previous` entry ({e})",
+                            "each needs version, sdist and sdist_sha256")
+        return cls(**{f: str(data[f]) for f in cls.FIELDS}, previous=previous)
 
     def dump(self, path: Path) -> None:
         lines = [
             "# The vLLM release the series in `series` applies to.",
             "# Written by `make rebase`; read by every other target. Hashes are sha256.",
         ]
-        lines += [f'{f} = "{getattr(self, f)}"' for f in self.__dataclass_fields__]
+        lines += [f'{f} = "{getattr(self, f)}"' for f in self.FIELDS]
+        if self.previous:
+            lines += ["# Earlier bases, oldest first: `make apply` imports them too, as the",
+                      "# ancestors of this one on branch upstream (same commit ids everywhere).",
+                      "previous = ["]
+            lines += [f'    {{ version = "{r.version}", sdist = "{r.sdist}", '
+                      f'sdist_sha256 = "{r.sdist_sha256}" }},' for r in self.previous]
+            lines.append("]")
         path.write_text("\n".join(lines) + "\n")
 
 

@@ -28,11 +28,12 @@ import time
 from pathlib import Path
 
 from .common import GIT_ENV, BasePin, Paths, UserError, git, progress
-from .fetch import fetch_sdist
+from .fetch import fetch, fetch_sdist
 
 UPSTREAM = "upstream"
 SERIES = "series"
 STATE_FILE = "pstack-applied"
+REBASE_STATE = "pstack-rebase.json"  # a `make rebase` under way (see rebase.py)
 
 # Byte-stable export: full blob ids for `am -3`, no commit ids or git version.
 FORMAT_PATCH_ARGS = [
@@ -138,14 +139,20 @@ def _is_ancestor(src: Path, a: str, b: str) -> bool:
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
 
 
+def finish_hint(src: Path, op: str) -> str:
+    if op == "git rebase" and (_git_dir(src) / REBASE_STATE).exists():
+        return ("a `make rebase` stopped at a conflict: resolve, `git add`, then re-run "
+                "`make rebase TO=<version>`; or `make rebase-abort`")
+    cmd = op.split()[-1]
+    return (f"finish it (resolve, `git add`, `git -C {src} {cmd} --continue`, then "
+            f"`make export`) or drop it (`git -C {src} {cmd} --abort`)")
+
+
 def ensure_safe_to_reset(paths: Paths, pin: BasePin, force: bool = False) -> None:
     src = paths.src
     op = operation_in_progress(src)
     if op:
-        raise UserError(
-            f"a {op} is in progress in {src}",
-            f"finish it (resolve, `git add`, `git -C {src} am --continue`, then `make export`)"
-            f" or drop it (`git -C {src} am --abort`)")
+        raise UserError(f"a {op} is in progress in {src}", finish_hint(src, op))
     dirty = uncommitted_changes(src)
     if dirty:
         shown = ", ".join(dirty[:5]) + (" ..." if len(dirty) > 5 else "")
@@ -174,12 +181,13 @@ def _release_date(tarball: Path) -> int:
         return int(first.mtime) if first else 0
 
 
-def import_release(src: Path, tarball: Path, version: str) -> str:
-    """Commit the release tree on `upstream` (child of its tip) and tag it; return the sha.
+def import_release(src: Path, tarball: Path, version: str, parent: str | None) -> str:
+    """Commit the release tree as a child of `parent` (the previous base's import, or
+    None for the first), point `upstream` at it and tag it; return the sha.
 
     The worktree of `src` is not touched: the tarball is staged through a
     temporary index and work tree. Identity and date are fixed, so the same
-    tarball gives the same commit id on every machine.
+    tarball on the same parent gives the same commit id on every machine.
     """
     tag = f"v{version}"
     progress(f"importing {tarball.name} as {tag} on branch {UPSTREAM}")
@@ -196,7 +204,6 @@ def import_release(src: Path, tarball: Path, version: str) -> str:
         tree = git(src, "write-tree", env=env).strip()
     date = f"{_release_date(tarball)} +0000"
     env = {**GIT_ENV, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
-    parent = rev(src, UPSTREAM)
     args = ["commit-tree", tree, "-m", f"Import vLLM {version} from {tarball.name}"]
     if parent:
         args += ["-p", parent]
@@ -204,6 +211,18 @@ def import_release(src: Path, tarball: Path, version: str) -> str:
     git(src, "update-ref", f"refs/heads/{UPSTREAM}", sha)
     git(src, "tag", "-f", tag, sha)
     return sha
+
+
+def import_base(src: Path, pin: BasePin, cache: Path) -> None:
+    """Import the pinned base on `upstream`, preceded by the earlier bases it was
+    rebased from (pin.previous), unless the tags already exist."""
+    parent = None
+    for release in (*pin.previous, pin.release):
+        sha = rev(src, release.tag)
+        if sha is None:
+            tarball = fetch(release.sdist, release.sdist_sha256, cache)
+            sha = import_release(src, tarball, release.version, parent)
+        parent = sha
 
 
 def init_repo(src: Path) -> None:
@@ -221,13 +240,12 @@ def init_repo(src: Path) -> None:
 def apply(paths: Paths, *, force: bool = False) -> str:
     pin = BasePin.load(paths.base_file)
     names = read_series(paths)
-    tarball = fetch_sdist(pin, paths.cache)
+    fetch_sdist(pin, paths.cache)
     src = paths.src
     init_repo(src)
     if rev(src, SERIES) is not None:
         ensure_safe_to_reset(paths, pin, force=force)
-    if rev(src, pin.tag) is None:
-        import_release(src, tarball, pin.version)
+    import_base(src, pin, paths.cache)
     git(src, "checkout", "-q", "-f", "-B", SERIES, pin.tag)
     _state_path(src).unlink(missing_ok=True)
     if names:
@@ -293,8 +311,7 @@ def export(paths: Paths) -> list[str]:
         raise UserError(f"{src} does not exist", "run `make apply` first")
     op = operation_in_progress(src)
     if op:
-        raise UserError(f"a {op} is in progress in {src}",
-                        f"finish it (`git -C {src} am --continue`) before exporting")
+        raise UserError(f"a {op} is in progress in {src}", finish_hint(src, op))
     if rev(src, SERIES) is None:
         raise UserError(f"{src} has no branch `{SERIES}`", "run `make apply` first")
     dirty = uncommitted_changes(src)
