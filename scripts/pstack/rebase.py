@@ -415,7 +415,7 @@ def report(paths: Paths, version: str, scratch: Path, docs: Path) -> Path:
     if scratch.exists():
         if not (scratch / ".pstack-scratch").exists():
             raise UserError(f"{scratch} exists and was not made by the report",
-                            f"move it away or pass another --scratch")
+                            "move it away or pass another --scratch")
         shutil.rmtree(scratch)
     scratch.mkdir(parents=True)
     (scratch / ".pstack-scratch").write_text("made by `make rebase-report`; safe to delete\n")
