@@ -36,6 +36,17 @@ def _trailers(message: str) -> list[tuple[str, str]]:
             if ":" in line]
 
 
+def dco_problem(author: str, trailers: list[tuple[str, str]]) -> str | None:
+    """vLLM's DCO check: a Signed-off-by: trailer naming the author exactly."""
+    signoffs = [v for k, v in trailers if k == "Signed-off-by"]
+    if not signoffs:
+        return "no Signed-off-by: trailer (DCO)"
+    if author not in signoffs:
+        return (f"no Signed-off-by: from the author {author} "
+                f"(signed off by {', '.join(signoffs)})")
+    return None
+
+
 def lint_patch(patch: Path) -> list[str]:
     """Problems with one patch file, empty when it is upstream-shaped."""
     headers, message = _mailinfo(patch)
@@ -54,11 +65,9 @@ def lint_patch(patch: Path) -> list[str]:
     if not body:
         problems.append("no body saying why the change is needed")
     author = f"{headers.get('Author', '')} <{headers.get('Email', '')}>"
-    signoffs = [v for k, v in trailers if k == "Signed-off-by"]
-    if not signoffs:
-        problems.append("no Signed-off-by: trailer (DCO)")
-    elif author not in signoffs:
-        problems.append(f"no Signed-off-by: from the author {author}")
+    dco = dco_problem(author, trailers)
+    if dco:
+        problems.append(dco)
     statuses = [v for k, v in trailers if k == "Upstream-Status"]
     if len(statuses) != 1:
         problems.append("needs exactly one Upstream-Status: trailer "

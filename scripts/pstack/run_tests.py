@@ -1,7 +1,10 @@
 """`make test`: the project's tests, then the vLLM test files the series touches.
 
-Both run under the project venv with the offline switches set; the final line
-sums up both pytest runs ("N passed, N failed, N skipped").
+Both run under the project venv with the offline switches set. Then
+check-bisect checks every prefix of the series (see check_bisect.py), reusing
+the tip run for test files a prefix shares with the tip; each prefix counts as
+one test. The final line sums it all up ("N passed, N failed, N skipped").
+PSTACK_NO_BISECT=1 leaves check-bisect out.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -79,26 +83,56 @@ def _counts(junit: Path) -> dict[str, int]:
     return counts
 
 
+def _bisect(paths: Paths, tip_results: dict[str, str]) -> dict[str, int]:
+    """check-bisect over the series, reusing the tip run above; counts per prefix."""
+    from .check_bisect import check_bisect, print_report
+    from .common import UserError
+    progress("check-bisect: every prefix of the series compiles, lints and passes its "
+             "tests (files identical at the tip: the run above)")
+    start = time.monotonic()
+    try:
+        results = check_bisect(paths, tip_results=tip_results)
+    except UserError as e:
+        print(f"error: check-bisect: {e}")
+        return {"passed": 0, "failed": 1, "skipped": 0}
+    print_report(results)
+    bad = [r for r in results if not r.ok]
+    print(f"check-bisect: {len(results) - len(bad)} of {len(results)} prefixes pass "
+          f"({time.monotonic() - start:.0f}s)")
+    return {"passed": len(results) - len(bad), "failed": len(bad), "skipped": 0}
+
+
 def main(argv: list[str]) -> int:
     paths = Paths.default()
     env = test_env()
     total = {"passed": 0, "failed": 0, "skipped": 0}
     rcs = []
+    start = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "project.xml"
         rcs.append(_pytest(["tests", *argv], REPO, junit, env))
         for k, v in _counts(junit).items():
             total[k] += v
+        progress(f"project tests done ({time.monotonic() - start:.0f}s)")
         vllm_tests = touched_vllm_tests(paths)
+        tip_results: dict[str, str] = {}
         if vllm_tests and not argv:
+            from .check_bisect import junit_by_file
             junit = Path(tmp) / "vllm.xml"
             skip = [f"--deselect={node}" for node in deselected()]
             rcs.append(_pytest(["-p", "no:cacheprovider", *skip, *vllm_tests],
                                paths.src, junit, env))
             for k, v in _counts(junit).items():
                 total[k] += v
+            tip_results = junit_by_file(junit, vllm_tests)
+            progress(f"vLLM tests at the tip done ({time.monotonic() - start:.0f}s)")
+        # A filtered run (ARGS=...) is for the project's tests only.
+        if not argv and os.environ.get("PSTACK_NO_BISECT") != "1":
+            for k, v in _bisect(paths, tip_results).items():
+                total[k] += v
     # pytest's 5 means "no tests collected": only acceptable for a filtered run.
-    failed = any(rc not in (0, 5) for rc in rcs) or total["passed"] == 0
+    failed = any(rc not in (0, 5) for rc in rcs) or total["passed"] == 0 or total["failed"]
+    print(f"make test took {time.monotonic() - start:.0f}s")
     print(f"total: {total['passed']} passed, {total['failed']} failed, "
           f"{total['skipped']} skipped")
     return 1 if failed else 0

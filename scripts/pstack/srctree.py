@@ -365,6 +365,6 @@ def scratch_worktree(paths: Paths, name: str, ref: str) -> Path:
     else:
         git(tree, "checkout", "-q", "--detach", ref)
     so = tree / "vllm" / "_C.abi3.so"
-    if not so.exists():
+    if not so.exists() and not so.is_symlink():
         so.symlink_to(paths.src.resolve() / "vllm" / "_C.abi3.so")
     return tree
