@@ -478,3 +478,35 @@ def test_pr_names_an_unknown_patch(stack, tmp_path):
         pr(stack, ["9"], tmp_path / "out")
     with pytest.raises(UserError, match="'core' matches 3 patches"):
         pr(stack, ["core"], tmp_path / "out")
+
+
+# ---------------------------------------------------------------- check-bisect
+
+def test_check_bisect_reuses_the_tip_run_only_for_files_identical_there(
+        stack, monkeypatch, tmp_path):
+    import pstack.check_bisect as cb
+    monkeypatch.setattr(cb, "test_env", lambda: {})
+    monkeypatch.setattr(cb, "deselected", lambda: [])
+    apply(stack)
+    commit_change(stack.src, "tests/test_core.py", "assert True", "assert 1 + 1 == 2",
+                  "[Core] Test A")
+    commit_change(stack.src, "vllm/version.py", "0.0.1", "0.0.1+b", "[Core] B")
+    commit_change(stack.src, "tests/test_core.py", "def test_ok", "def test_fine",
+                  "[Core] Rename the test")
+    export(stack)
+    results = tmp_path / "results.json"
+    # From make test: the last patch's file is the tip's; the first patch's is not.
+    first, _, last = cb.check_bisect(stack, tip_results={"tests/test_core.py": "2 failed"},
+                                     results_file=results)
+    assert first.ran == "1 file(s) here: 1 passed in " + first.ran.split(" in ")[1]
+    assert first.checks["tests"] == "ok"
+    assert last.ran == "1 file(s) identical at the tip, run there by make test"
+    assert last.checks["tests"] == "tests/test_core.py: 2 failed"
+    # Alone, every file runs at its prefix; a passing prefix is then not re-checked.
+    runs = cb.check_bisect(stack, results_file=results)
+    assert all(r.ok for r in runs) and "here: 1 passed" in runs[2].ran
+    again = cb.check_bisect(stack, results_file=results)
+    assert again[0].ran.startswith("as recorded on ")
+    assert [r.tree for r in again] == [r.tree for r in runs]
+    third = cb.check_bisect(stack, results_file=results)
+    assert third[0].ran == again[0].ran, "a reused record is kept as it was"

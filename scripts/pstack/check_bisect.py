@@ -205,8 +205,8 @@ def check_bisect(paths: Paths, skip_tests: bool = False,
         r = check_patch(tree, commit, env, skip_tests, deselect, covered)
         r.env = key
         results.append(r)
-    if not skip_tests:
-        _save(results_file, results)
+    if not skip_tests:  # reused records stay as they were
+        _save(results_file, [r for r in results if not r.ran.startswith("as recorded")])
     return results
 
 
