@@ -477,11 +477,12 @@ def _conflict_details(state: RebaseState, conflicts: list[Conflict]) -> str:
            f"# `make rebase-report TO={state.new_pin.version}`.", ""]
     for c in conflicts:
         out.append(f"=== patch {c.index + 1}/{len(state.commits)}: {c.subject}")
-        lines = c.diff.splitlines()
-        limit = 600
-        out.extend(lines[:limit])
-        if len(lines) > limit:
-            out.append(f"... ({len(lines) - limit} more lines)")
+        for part in re.split(r"(?m)^(?=diff --cc )", c.diff):
+            lines = part.splitlines()
+            limit = 250  # per file
+            out.extend(lines[:limit])
+            if len(lines) > limit:
+                out.append(f"... ({len(lines) - limit} more lines of this file's diff)")
         out.append("")
     return "\n".join(out) + "\n"
 
