@@ -280,7 +280,10 @@ def abort(paths: Paths) -> None:
     if dirty:
         raise UserError(f"{src} has uncommitted changes ({', '.join(dirty[:5])}); "
                         "refusing to reset the series", "commit or stash them, then retry")
-    if rev(src, SERIES) != state.old_tip:
+    tip = rev(src, SERIES)
+    if tip != state.old_tip and _is_ancestor(src, state.new_pin.tag, SERIES):
+        # Rebased but not finished: back to the old series (the rebased one is kept).
+        git(src, "branch", "-f", f"backup/{SERIES}-{state.new_pin.tag}-aborted", tip)
         git(src, "checkout", "-q", "--detach")
         git(src, "branch", "-f", SERIES, state.old_tip)
     git(src, "checkout", "-q", SERIES)
