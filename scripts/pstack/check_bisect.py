@@ -150,10 +150,12 @@ def check_patch(tree: Path, commit: str, env: dict[str, str], skip_tests: bool,
 
 
 def load_results(path: Path = RESULTS) -> list[dict]:
+    """Recorded results, most recent first (records of older formats are skipped)."""
     try:
-        return json.loads(path.read_text())
+        data = json.loads(path.read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         return []
+    return [r for r in data if isinstance(r, dict) and "tree" in r and "checks" in r]
 
 
 def _save(path: Path, results: list[PatchResult]) -> None:
@@ -179,7 +181,8 @@ def check_bisect(paths: Paths, skip_tests: bool = False,
     deselect = deselected()
     key = env_key()
     known = {r["tree"]: r for r in load_results(results_file)
-             if r.get("env") == key and all(v == "ok" for v in r["checks"].values())
+             if r.get("tree") and r.get("env") == key
+             and all(v == "ok" for v in r.get("checks", {"-": "-"}).values())
              and "at the tip" not in r.get("ran", "") and "not run" not in r.get("ran", "")}
     tree = None
     results = []
