@@ -510,3 +510,32 @@ def test_check_bisect_reuses_the_tip_run_only_for_files_identical_there(
     assert [r.tree for r in again] == [r.tree for r in runs]
     third = cb.check_bisect(stack, results_file=results)
     assert third[0].ran == again[0].ran, "a reused record is kept as it was"
+
+
+def test_cli_rebase_and_pr_errors_are_one_line_with_next_step(stack):
+    for args, message in ((["rebase"], "no rebase under way and no version given"),
+                          (["rebase", "--abort"], "no `make rebase` is under way"),
+                          (["pr", "9"], "no patch 9: the series has 0")):
+        proc = _cli(*args)
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert lines[0] == f"error: {message}" and lines[1].startswith("  next: ")
+        assert "Traceback" not in proc.stderr
+
+
+def test_check_bisect_names_the_failing_test_and_does_not_record_it_as_passing(
+        stack, monkeypatch, tmp_path):
+    import pstack.check_bisect as cb
+    monkeypatch.setattr(cb, "test_env", lambda: {})
+    monkeypatch.setattr(cb, "deselected", lambda: [])
+    apply(stack)
+    commit_change(stack.src, "tests/test_core.py", "assert True", "assert 1 == 2",
+                  "[Core] Broken test")
+    export(stack)
+    results = tmp_path / "results.json"
+    (r,) = cb.check_bisect(stack, results_file=results)
+    assert not r.ok
+    assert r.checks["tests"].startswith("1 failed")
+    assert "FAILED tests/test_core.py::test_ok" in r.checks["tests"]
+    (again,) = cb.check_bisect(stack, results_file=results)
+    assert not again.ran.startswith("as recorded"), "failures are checked again"

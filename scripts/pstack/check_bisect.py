@@ -135,7 +135,11 @@ def check_patch(tree: Path, commit: str, env: dict[str, str], skip_tests: bool,
         print(f"    {summary}  ({time.monotonic() - t0:.0f}s)", flush=True)
         notes.append(f"{len(here)} file(s) here: {summary}")
         if proc.returncode != 0:
-            failures.append(summary)
+            failed = [line for line in proc.stdout.splitlines()
+                      if line.startswith(("FAILED ", "ERROR "))]
+            for line in failed:
+                print(f"    {line}", flush=True)
+            failures.append(summary + (f" ({failed[0]})" if failed else ""))
     if at_tip and not skip_tests:
         bad = [f"{f}: {covered[f]}" for f in at_tip if covered[f] != "ok"]
         notes.append(f"{len(at_tip)} file(s) identical at the tip, run there by make test")
