@@ -71,9 +71,27 @@ def bench_transfer(paths: Paths) -> None:
     print("target: >= 70% of the plain copy for blocks >= 256 KiB")
 
 
+def bench_cross_layer(paths: Paths) -> None:
+    print("\n## Per-layer vs cross-layer KV blocks on the CPU platform: one 2048-token "
+          "request (128 blocks of 16 tokens, bf16, shuffled) stored and loaded back")
+    rows = run_script("cross_layer.py", paths.src)
+    print(f"{'model shape':>12} {'layout':>12} {'copies/block':>13} {'bytes/copy':>11} "
+          f"{'MiB':>6} {'store ms':>9} {'load ms':>8}")
+    for r in rows:
+        print(f"{r['shape']:>12} {r['layout']:>12} {r['copies_per_block']:>13} "
+              f"{r['bytes_per_copy']:>11,} {r['request_mib']:>6.1f} {r['store_ms']:>9.2f} "
+              f"{r['load_ms']:>8.2f}")
+    by_key = {(r["shape"], r["layout"]): r for r in rows}
+    for shape in dict.fromkeys(r["shape"] for r in rows):
+        per, cross = by_key[(shape, "per-layer")], by_key[(shape, "cross-layer")]
+        print(f"{shape}: cross-layer store {per['store_ms'] / cross['store_ms']:.1f}x, "
+              f"load {per['load_ms'] / cross['load_ms']:.1f}x faster")
+
+
 BENCHMARKS = {"block-hashing": bench_block_hashing,
               "offload-manager": bench_offload_manager,
-              "transfer": bench_transfer}
+              "transfer": bench_transfer,
+              "cross-layer": bench_cross_layer}
 
 
 def main(argv: list[str]) -> int:
