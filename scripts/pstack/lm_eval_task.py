@@ -1,0 +1,98 @@
+"""The data of the local lm-eval task `pstack_offload_gen` (ci/lm-eval/).
+
+The gate's models have random weights, so the task is not about accuracy: it
+makes prompts that exercise KV offloading. Every prompt starts with the same
+long few-shot prefix (12 solved examples, `first_n` sampler), so requests share
+many KV blocks, followed by a passage of 4..120 words of its own and an
+addition question, so prompts end in blocks that only that request has and
+their lengths cross offloaded-block boundaries (16 and 64 tokens) at many
+points. Answers are short.
+
+The files are generated from a fixed seed and committed; `python -m
+pstack.lm_eval_task` rewrites them, `--check` verifies them (a test does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from pathlib import Path
+
+from .common import REPO, UserError, main_wrapper
+from .tiny_models import WORDS
+
+TASK_DIR = REPO / "ci" / "lm-eval"
+TASK_NAME = "pstack_offload_gen"
+NUM_DOCS = 48
+NUM_FEWSHOT_DOCS = 16
+SEED = 20250709
+
+
+def _sentence(rng: random.Random, words: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(words)).capitalize() + "."
+
+
+def _doc(rng: random.Random, doc_id: int, passage_words: tuple[int, int]) -> dict:
+    a, b = rng.randint(0, 99), rng.randint(0, 99)
+    n = rng.randint(*passage_words)
+    # Sentences of 5..12 words until the passage has n words.
+    sentences, left = [], n
+    while left > 0:
+        k = min(left, rng.randint(5, 12))
+        sentences.append(_sentence(rng, k))
+        left -= k
+    return {"id": doc_id, "passage": " ".join(sentences), "a": a, "b": b,
+            "answer": str(a + b)}
+
+
+def documents() -> dict[str, list[dict]]:
+    """Split name -> documents, the same on every machine."""
+    rng = random.Random(SEED)
+    fewshot = [_doc(rng, i, (4, 8)) for i in range(NUM_FEWSHOT_DOCS)]
+    test = [_doc(rng, i, (4, 120)) for i in range(NUM_DOCS)]
+    return {"fewshot": fewshot, "test": test}
+
+
+def render(docs: list[dict]) -> str:
+    return "".join(json.dumps(d, sort_keys=True) + "\n" for d in docs)
+
+
+def data_file(split: str) -> Path:
+    return TASK_DIR / "data" / f"{split}.jsonl"
+
+
+def check() -> list[Path]:
+    """Committed data files that differ from what the generator gives."""
+    return [data_file(split) for split, docs in documents().items()
+            if not data_file(split).exists() or data_file(split).read_text() != render(docs)]
+
+
+def write() -> None:
+    for split, docs in documents().items():
+        path = data_file(split)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(render(docs))
+        print(f"wrote {path.relative_to(REPO)} ({len(docs)} docs)")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="lm_eval_task", description=__doc__)
+    parser.add_argument("--check", action="store_true",
+                        help="verify the committed data instead of writing it")
+    args = parser.parse_args(argv)
+    if args.check:
+        stale = check()
+        if stale:
+            raise UserError(f"task data differs from its generator: "
+                            f"{', '.join(str(p.relative_to(REPO)) for p in stale)}",
+                            "run `PYTHONPATH=scripts python -m pstack.lm_eval_task` "
+                            "and commit the result")
+        print("task data is up to date")
+        return 0
+    write()
+    return 0
+
+
+if __name__ == "__main__":
+    main_wrapper(main)
