@@ -8,7 +8,7 @@ PSTACK  = PYTHONPATH=scripts $(PYTHON) -m pstack
 VPSTACK = PYTHONPATH=scripts $(VPY) -m pstack
 
 .PHONY: all wheel apply export sync check-series check-bisect rebase rebase-abort rebase-report pr \
-        fetch setup models test bench clean help
+        fetch setup models test bench lm-eval demo clean help
 
 all: wheel
 
@@ -60,6 +60,12 @@ test: setup         ## everything CI runs
 
 bench: setup        ## print the benchmark tables (B=<name> for one)
 	PYTHONPATH=scripts $(VPY) -m pstack.bench $(B)
+
+# PROFILE=gpu runs on a GPU machine with the Python that has the CUDA wheel
+# and lm-eval (PYTHON=...), not .venv. See README.md.
+GATE_PY = $(if $(filter gpu,$(PROFILE)),$(PYTHON),$(VPY))
+lm-eval: $(if $(filter gpu,$(PROFILE)),,setup)  ## correctness gate: same answers with offloading (PROFILE=gpu MODEL=...)
+	PYTHONPATH=scripts $(GATE_PY) -m pstack.lm_eval_gate $(if $(PROFILE),--profile $(PROFILE)) $(foreach m,$(MODEL),--model $(m)) $(ARGS)
 
 clean:              ## remove build outputs (keeps vllm-src and the caches)
 	rm -rf dist build .pytest_cache

@@ -1,0 +1,241 @@
+"""The configurations of the lm-eval gate, each on a fresh engine (see lm_eval_gate.py).
+
+Reads {"specs": [spec, ...], "fork": bool, "timeout": seconds} on stdin. A spec:
+  {"name": str, "model_args": {lm-eval vLLM args}, "tasks": [...],
+   "include_path": dir, "include_defaults": bool, "limit": int or null, "passes": 2,
+   "output": path, "log": path, "fault": null or "zero-cpu-tier"}
+For each spec it builds one vLLM engine through lm-eval's vLLM backend and
+evaluates the tasks `passes` times. Between passes it waits until the KV
+connector has no store in flight (forcing engine steps) and resets the GPU
+prefix cache, so with the OffloadingConnector the next pass loads from the
+CPU tier. It writes per pass the samples (with each request's cached and
+CPU-loaded tokens), the metrics and the connector's counters to `output`, or
+{"error": ...}; the engine's output goes to `log`; lines starting with
+"gate: " on stdout are progress for the parent.
+
+With "fork", the heavy imports (lm-eval, vLLM, torch: half a minute of CPU)
+happen once and every configuration runs in a forked child, so that no engine
+or connector state is shared; otherwise the one spec runs in this process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from .offload_probe import (ProbeError, offload_stats, record_cpu_hits,
+                            reset_gpu_prefix_cache, scheduler_connector, wait_for_stores)
+
+PROGRESS_FD = 1
+
+
+def say(msg: str) -> None:
+    os.write(PROGRESS_FD, f"gate: {msg}\n".encode())
+
+
+def make_lm(model_args: dict):
+    """lm-eval's vLLM model, recording per request its cached and CPU-loaded tokens."""
+    from lm_eval.models.vllm_causallms import VLLM
+
+    class RecordingVLLM(VLLM):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.by_prompt: dict[tuple[int, ...], dict] = {}
+            has_connector = scheduler_connector(self.model, required=False) is not None
+            self.external = record_cpu_hits(self.model) if has_connector else {}
+
+        def _model_generate(self, requests, generate=False, sampling_params=None):
+            outputs = super()._model_generate(requests, generate, sampling_params)
+            for out in outputs:
+                self.by_prompt[tuple(out.prompt_token_ids)] = {
+                    "cached_tokens": out.num_cached_tokens or 0,
+                    "cpu_hit_tokens": self.external.pop(out.request_id, 0),
+                }
+            return outputs
+
+        def request_stats(self, context: str) -> dict:
+            # generate_until encodes each context the same way (no truncation
+            # at these lengths), so this finds the request lm-eval sent.
+            return self.by_prompt.get(tuple(self.tok_encode(context)),
+                                      {"cached_tokens": None, "cpu_hit_tokens": None})
+
+    return RecordingVLLM(**model_args)
+
+
+def plain(value):
+    """JSON-safe copy of lm-eval's sample fields (tuples, numpy scalars)."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if hasattr(value, "item"):
+        return value.item()
+    return str(value)
+
+
+def evaluate_once(lm, spec: dict, task_manager) -> tuple[list[dict], dict]:
+    import lm_eval
+    res = lm_eval.simple_evaluate(
+        model=lm, tasks=spec["tasks"], task_manager=task_manager, limit=spec.get("limit"),
+        log_samples=True, bootstrap_iters=0, apply_chat_template=spec.get(
+            "apply_chat_template", False),
+        random_seed=0, numpy_random_seed=0, torch_random_seed=0, fewshot_random_seed=0,
+        verbosity="WARNING")
+    samples = []
+    for task, task_samples in res["samples"].items():
+        for s in task_samples:
+            context = s["arguments"][0][0]
+            samples.append({
+                "task": task, "doc_id": s["doc_id"], "filter": s["filter"],
+                "prompt_hash": s["prompt_hash"], "resps": plain(s["resps"]),
+                "filtered_resps": plain(s["filtered_resps"]), **lm.request_stats(context)})
+    metrics = {task: {k: plain(v) for k, v in r.items() if "," in k and "stderr" not in k}
+               for task, r in res["results"].items()}
+    return samples, metrics
+
+
+def zero_cpu_tier() -> None:
+    """Fault injection for the gate's self-test: wipe the KV data in the CPU tier."""
+    import gc
+
+    from vllm.v1.kv_offload.worker.cpu_gpu import CpuGpuOffloadingHandlers
+    tiers = [o for o in gc.get_objects() if isinstance(o, CpuGpuOffloadingHandlers)]
+    if not tiers:
+        raise ProbeError("fault injection: no CPU tier (CpuGpuOffloadingHandlers) in this process")
+    for tier in tiers:
+        for rows in tier.cpu_rows:
+            rows.zero_()
+
+
+def run_spec(spec: dict) -> int:
+    """Evaluate one configuration; its result (or {"error": ...}) goes to spec["output"]."""
+    from lm_eval.tasks import TaskManager
+
+    say(f"{spec['name']}: starting the engine")
+    start = time.perf_counter()
+    try:
+        lm = make_lm(spec["model_args"])
+    except ValueError as e:
+        if "Unsupported connector type" in str(e):
+            name = spec["model_args"]["kv_transfer_config"]["kv_connector"]
+            raise ProbeError(f"this vLLM has no {name} (series patch [KV offload][4/N])") from e
+        raise
+    task_manager = TaskManager(include_path=spec.get("include_path"),
+                               include_defaults=spec.get("include_defaults", False))
+    has_connector = scheduler_connector(lm.model, required=False) is not None
+    say(f"{spec['name']}: engine ready in {time.perf_counter() - start:.0f} s")
+
+    passes = []
+    for n in range(1, spec.get("passes", 2) + 1):
+        pass_info: dict = {"pass": n}
+        if n > 1:
+            # The next pass must find nothing in the GPU prefix cache, and
+            # everything this pass offloaded committed in the CPU tier.
+            pass_info["forced_steps"] = wait_for_stores(lm.model) if has_connector else 0
+            if spec.get("fault") == "zero-cpu-tier" and has_connector:
+                zero_cpu_tier()
+                say(f"{spec['name']}: fault injected: the CPU tier's KV data is zeroed")
+            pass_info["forced_steps"] += reset_gpu_prefix_cache(lm.model)
+        before = offload_stats(lm.model) if has_connector else None
+        lm.by_prompt.clear()
+        start = time.perf_counter()
+        samples, metrics = evaluate_once(lm, spec, task_manager)
+        pass_info["seconds"] = round(time.perf_counter() - start, 2)
+        if has_connector:
+            pass_info["offload"] = offload_stats(lm.model).minus(before).as_dict()
+        pass_info.update(samples=samples, metrics=metrics)
+        passes.append(pass_info)
+        hits = sum(1 for s in samples if s["cpu_hit_tokens"])
+        say(f"{spec['name']}: pass {n}: {len(samples)} samples in {pass_info['seconds']:.0f} s"
+            + (f", {hits} with CPU hits" if has_connector else ""))
+    if has_connector:
+        wait_for_stores(lm.model)
+    result = {"name": spec["name"], "connector": has_connector, "passes": passes,
+              "final_offload": offload_stats(lm.model).as_dict() if has_connector else None}
+    Path(spec["output"]).write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+def run_logged(spec: dict) -> int:
+    """run_spec with stdout/stderr in spec["log"] and progress on the original stdout."""
+    global PROGRESS_FD
+    PROGRESS_FD = os.dup(1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    log = os.open(spec["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    try:
+        return run_spec(spec)
+    except ProbeError as e:
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        Path(spec["output"]).write_text(json.dumps({"error": str(e)}) + "\n")
+        return 3
+    except BaseException:
+        traceback.print_exc()
+        return 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+
+
+def preload(specs: list[dict]) -> None:
+    """What every configuration needs, done once before forking: the imports,
+    and vLLM's inspection of the model classes (a Python subprocess that
+    imports vLLM, per engine otherwise; its result is cached in-process)."""
+    import lm_eval.evaluator  # noqa: F401
+    import lm_eval.models.vllm_causallms  # noqa: F401
+    import lm_eval.tasks  # noqa: F401
+    import vllm.v1.engine.core  # noqa: F401
+    from vllm.model_executor.models.registry import ModelRegistry
+
+    for spec in specs:
+        config = Path(spec["model_args"]["pretrained"]) / "config.json"
+        if config.exists():
+            ModelRegistry.inspect_model_cls(json.loads(config.read_text())["architectures"])
+
+
+def run_forked(spec: dict, timeout: float) -> None:
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = run_logged(spec)
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            Path(spec["output"]).write_text(json.dumps(
+                {"error": f"no result after {timeout:.0f} s; killed (log {spec['log']})"}) + "\n")
+            return
+        time.sleep(0.2)
+
+
+def main() -> int:
+    job = json.load(sys.stdin)
+    specs = job["specs"]
+    if not job.get("fork"):
+        if len(specs) != 1:
+            raise SystemExit("without fork the worker runs exactly one spec")
+        return run_logged(specs[0])
+    preload(specs)
+    for spec in specs:
+        run_forked(spec, job.get("timeout", 900))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
