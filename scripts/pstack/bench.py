@@ -13,10 +13,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .common import REPO, BasePin, Paths
+from .common import REPO, BasePin, Paths, progress
 from .srctree import scratch_worktree
 
 BENCH_DIR = REPO / "scripts" / "benchmarks"
+# Engine benchmarks: engine in process, offline, bench-llama. One OpenMP
+# thread: on 2 shared cores the default (one per core) spins in barriers and
+# makes every decode step ~10x slower.
+ENGINE_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1",
+              "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
+              "DO_NOT_TRACK": "1", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
 
 
 def base_tree(paths: Paths) -> Path:
@@ -24,8 +30,10 @@ def base_tree(paths: Paths) -> Path:
     return scratch_worktree(paths, "vllm-base", BasePin.load(paths.base_file).tag)
 
 
-def run_script(script: str, tree: Path, *args: str) -> list[dict]:
-    env = {**os.environ, "PYTHONPATH": str(tree), "VLLM_LOGGING_LEVEL": "ERROR"}
+def run_script(script: str, tree: Path, *args: str, env: dict | None = None,
+               pythonpath: tuple[Path, ...] = ()) -> list[dict]:
+    env = {**os.environ, **(env or {}), "VLLM_LOGGING_LEVEL": "ERROR",
+           "PYTHONPATH": os.pathsep.join(map(str, (tree, *pythonpath)))}
     proc = subprocess.run([sys.executable, str(BENCH_DIR / script), *args], env=env,
                           cwd=REPO / "build", text=True, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE)
@@ -88,10 +96,63 @@ def bench_cross_layer(paths: Paths) -> None:
               f"load {per['load_ms'] / cross['load_ms']:.1f}x faster")
 
 
+def bench_engine_throughput(paths: Paths) -> None:
+    from .tiny_models import generate
+    rounds = 2
+    print("\n## Engine throughput with offloading off, series vs v0.9.2 (CPU engine, "
+          "bench-llama fp32; 8 prompts x 128 tokens, 64 generated; "
+          f"{rounds} alternating rounds x 3 repeats)", flush=True)
+    model = str(generate("bench-llama"))
+    trees = {"v0.9.2": base_tree(paths), "series": paths.src}
+    results: dict[str, list[dict]] = {name: [] for name in trees}
+    for r in range(rounds):
+        for name, tree in trees.items():
+            progress(f"engine throughput: {name}, round {r + 1}/{rounds}")
+            results[name] += run_script("engine_throughput.py", tree, model, env=ENGINE_ENV)
+    # Wall time suffers from other load on the machine; the process's CPU
+    # time (one OpenMP thread) much less, so its ratio is the steadier one.
+    print(f"{'tree':>8} {'out tok/s best':>15} {'median':>8} {'out tok/CPU-s best':>19} "
+          f"{'median':>8}")
+    stat: dict[tuple[str, str, str], float] = {}
+    for name, rows in results.items():
+        for key in ("output_tok_per_s", "output_tok_per_cpu_s"):
+            values = sorted(r[key] for r in rows)
+            stat[name, key, "best"] = values[-1]
+            stat[name, key, "median"] = values[len(values) // 2]
+        print(f"{name:>8} {stat[name, 'output_tok_per_s', 'best']:>15.2f} "
+              f"{stat[name, 'output_tok_per_s', 'median']:>8.2f} "
+              f"{stat[name, 'output_tok_per_cpu_s', 'best']:>19.2f} "
+              f"{stat[name, 'output_tok_per_cpu_s', 'median']:>8.2f}")
+    for how in ("best", "median"):
+        cpu, wall = (stat["series", k, how] / stat["v0.9.2", k, how]
+                     for k in ("output_tok_per_cpu_s", "output_tok_per_s"))
+        print(f"series / v0.9.2 ({how}): {cpu:.3f}x per CPU-second, {wall:.3f}x wall")
+    print("(target >= 0.98; on a shared machine repeats vary by several %: compare runs)")
+
+
+def bench_offload_ttft(paths: Paths) -> None:
+    from .tiny_models import generate
+    print("\n## Time to first token of a long prompt: recomputed vs loaded from the CPU tier "
+          "(CPU engine, bench-llama fp32, OffloadingConnector, blocks of 16; best of 2)",
+          flush=True)
+    model = str(generate("bench-llama"))
+    progress("time to first token: 1k, 2k, 4k-token prompts")
+    rows = run_script("offload_ttft.py", paths.src, model, env=ENGINE_ENV,
+                      pythonpath=(REPO / "scripts",))
+    print(f"{'prompt':>7} {'recompute s':>12} {'CPU tier s':>11} {'speedup':>8} "
+          f"{'loaded tok':>11} {'GPU hit s':>10}")
+    for r in rows:
+        print(f"{r['prompt_tokens']:>7} {r['cold_s']:>12.3f} {r['cpu_s']:>11.3f} "
+              f"{r['cold_s'] / r['cpu_s']:>7.1f}x {r['cpu_loaded_tokens']:>11} "
+              f"{r['gpu_s']:>10.3f}")
+
+
 BENCHMARKS = {"block-hashing": bench_block_hashing,
               "offload-manager": bench_offload_manager,
               "transfer": bench_transfer,
-              "cross-layer": bench_cross_layer}
+              "cross-layer": bench_cross_layer,
+              "engine-throughput": bench_engine_throughput,
+              "offload-ttft": bench_offload_ttft}
 
 
 def main(argv: list[str]) -> int:
