@@ -61,6 +61,9 @@ test: setup         ## everything CI runs
 bench: setup        ## print the benchmark tables (B=<name> for one)
 	PYTHONPATH=scripts $(VPY) -m pstack.bench $(B)
 
+demo: setup         ## offloading on a local model: cold run, then the CPU tier serves the prompts
+	PYTHONPATH=scripts $(VPY) -m pstack.demo $(ARGS)
+
 # PROFILE=gpu runs on a GPU machine with the Python that has the CUDA wheel
 # and lm-eval (PYTHON=...), not .venv. See README.md.
 GATE_PY = $(if $(filter gpu,$(PROFILE)),$(PYTHON),$(VPY))
