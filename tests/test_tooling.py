@@ -539,3 +539,26 @@ def test_check_bisect_names_the_failing_test_and_does_not_record_it_as_passing(
     assert "FAILED tests/test_core.py::test_ok" in r.checks["tests"]
     (again,) = cb.check_bisect(stack, results_file=results)
     assert not again.ran.startswith("as recorded"), "failures are checked again"
+
+
+def test_pr_prerequisites_follow_imports():
+    from pstack.pr import Patch, _imported_files, _prerequisites
+    diff = ("+from vllm.v1.kv_offload.mediums import GPULoadStoreSpec\n"
+            "+from vllm.v1.kv_offload import worker\n"
+            "+import vllm.v1.core.sched.output\n"
+            " from vllm.config import VllmConfig\n")
+    files = _imported_files(diff)
+    assert "vllm/v1/kv_offload/mediums.py" in files
+    assert "vllm/v1/kv_offload/worker.py" in files  # maybe a submodule
+    assert "vllm/v1/core/sched/output.py" in files
+    # Context lines are not added imports.
+    assert "vllm/config.py" not in files
+
+    def patch(n, files, imports=()):
+        return Patch(n, f"{n}.patch", "c", "s", "a", "m", list(files), imports=set(imports))
+    patches = [patch(1, ["vllm/v1/core/sched/output.py"]),
+               patch(2, ["vllm/v1/kv_offload/mediums.py"]),
+               patch(3, ["vllm/other.py"]),
+               patch(4, ["vllm/v1/kv_offload/cpu.py"], files)]
+    # 4 shares no file with 1 or 2 but imports what they add.
+    assert _prerequisites(patches, 4) == [1, 2]

@@ -49,6 +49,9 @@ class Patch:
     files: list[str]
     status: str = ""   # Upstream-Status
     prereqs: list[int] = field(default_factory=list)
+    # Files of the modules its added lines import (they may come from an
+    # earlier patch that shares no file with this one).
+    imports: set[str] = field(default_factory=set)
     branch: str = ""
     dco: str | None = None
 
@@ -73,18 +76,37 @@ def _load(paths: Paths, pin: BasePin) -> list[Patch]:
         p = Patch(i, name, commit, subject, author, message.strip(), files,
                   dco=dco_problem(author, trailers))
         p.status = next((v for k, v in trailers if k == "Upstream-Status"), "")
+        p.imports = _imported_files(git(src, "show", "--format=", commit))
         patches.append(p)
     return patches
 
 
+_IMPORT = re.compile(r"^\+\s*(?:from\s+((?:vllm|tests)[\w.]*)\s+import\s+\(?([\w, ]*)"
+                     r"|import\s+((?:vllm|tests)[\w.]*))", re.MULTILINE)
+
+
+def _imported_files(diff: str) -> set[str]:
+    """Files that may define the vllm/tests modules imported by added lines:
+    `from a.b import c` may name module a/b or submodule a/b/c."""
+    files: set[str] = set()
+    for from_module, names, module in _IMPORT.findall(diff):
+        modules = [module] if module else [from_module] + [
+            f"{from_module}.{n.strip()}" for n in names.split(",") if n.strip()]
+        for mod in modules:
+            path = mod.replace(".", "/")
+            files |= {f"{path}.py", f"{path}/__init__.py"}
+    return files
+
+
 def _prerequisites(patches: list[Patch], k: int) -> list[int]:
-    """Numbers of the earlier patches that change what patch k (or they) change."""
-    need = set(patches[k - 1].files)
+    """Numbers of the earlier patches that change what patch k (or they)
+    change or import."""
+    need = set(patches[k - 1].files) | patches[k - 1].imports
     found = []
     for p in reversed(patches[:k - 1]):
         if need & set(p.files):
             found.append(p.number)
-            need |= set(p.files)
+            need |= set(p.files) | p.imports
     return sorted(found)
 
 
