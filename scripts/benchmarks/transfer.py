@@ -7,7 +7,8 @@ For each block size, stores MOVED_BYTES worth of blocks from a "GPU" KV cache
 CpuGpuOffloadingHandlers, in shuffled block order so that no two blocks are
 adjacent on either side (the worst case: one copy per block), then loads them
 back. The reference is one `tensor.copy_` of MOVED_BYTES between two
-contiguous buffers. Memory is touched before timing so page faults are not
+contiguous buffers, with all intra-op threads and with one thread (the
+handler copies on one background thread). Memory is touched before timing so page faults are not
 measured.
 
 Prints one JSON line per block size. Run with vLLM on PYTHONPATH:
@@ -83,6 +84,14 @@ def bench(block_bytes: int, repeat: int) -> dict:
     src = torch.ones(MOVED_BYTES, dtype=torch.uint8)
     dst = torch.ones(MOVED_BYTES, dtype=torch.uint8)
     plain = best_seconds(lambda: dst.copy_(src), repeat)
+    # The handler copies on one thread, beside the engine: compare with a
+    # one-thread copy too.
+    num_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        plain_one_thread = best_seconds(lambda: dst.copy_(src), repeat)
+    finally:
+        torch.set_num_threads(num_threads)
     gbps = MOVED_BYTES / 1e9
     return {
         "block_kib": block_bytes // 1024,
@@ -90,6 +99,7 @@ def bench(block_bytes: int, repeat: int) -> dict:
         "store_gbps": gbps / store,
         "load_gbps": gbps / load,
         "plain_copy_gbps": gbps / plain,
+        "plain_copy_one_thread_gbps": gbps / plain_one_thread,
     }
 
 
