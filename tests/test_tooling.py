@@ -381,7 +381,11 @@ def test_rebase_report_goes_past_conflicts_in_a_scratch_tree(stack, monkeypatch,
     assert "Core-D" not in text and "[Core] D | applies cleanly" in text
     details = (docs / "rebase-0.0.2.conflicts.txt").read_text()
     assert "=== patch 2/4: [Core] B" in details and "line NINE" in details
-    assert not (docs / "rebase-0.0.2.range-diff").exists()
+    # The range-diff is written too, flagged as showing unreviewed
+    # resolutions of the conflicting patch.
+    range_diff = (docs / "rebase-0.0.2.range-diff").read_text()
+    assert range_diff.startswith("# The conflicting hunks of patches 2 were resolved")
+    assert re.search(r"\[Core\] B", range_diff)
     assert not stack.src.exists()
     # Regenerating replaces the generated part only.
     report(stack, "0.0.2", tmp_path / "scratch", docs)

@@ -25,7 +25,8 @@ branch, and `make rebase-abort` puts series, upstream and the pin back.
 in vllm-src, goes past each conflict (taking the patch's side of the
 conflicting hunks so that the later patches can still be tried) and writes the
 generated part of docs/rebase-<version>.md, plus .conflicts.txt with the
-conflicting hunks and, when every patch applied, .range-diff.
+conflicting hunks and .range-diff (flagging the patches whose conflicts it
+resolved mechanically).
 """
 
 from __future__ import annotations
@@ -455,14 +456,17 @@ def report(paths: Paths, version: str, scratch: Path, docs: Path) -> Path:
     stem = f"rebase-{version}"
     range_diff = docs / f"{stem}.range-diff"
     details = docs / f"{stem}.conflicts.txt"
+    caveat = ""
     if conflicts:
-        range_diff.unlink(missing_ok=True)
         details.write_text(_conflict_details(state, conflicts))
+        caveat = ("# The conflicting hunks of patches "
+                  f"{', '.join(str(c.index + 1) for c in conflicts)} were resolved "
+                  "to the patch's side, unreviewed: their entries show that "
+                  "mechanical resolution, a starting point.\n")
     else:
-        shutil.copyfile(result.range_diff, range_diff)
         details.unlink(missing_ok=True)
-    block = _report_block(state, label, result, conflicts, changes,
-                          range_diff if not conflicts else None,
+    range_diff.write_text(caveat + result.range_diff.read_text())
+    block = _report_block(state, label, result, conflicts, changes, range_diff,
                           details if conflicts else None)
     doc = docs / f"{stem}.md"
     _write_generated(doc, block, version)
