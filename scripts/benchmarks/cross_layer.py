@@ -13,11 +13,11 @@ Prints one JSON line per (shape, layout). Run with vLLM on PYTHONPATH:
 """
 import argparse
 import json
-import time
 
 import numpy as np
 import torch
 
+from timing import best_seconds
 from vllm.v1.attention.backends.cpu_attn import TorchSDPABackend
 from vllm.v1.kv_offload.mediums import CPULoadStoreSpec, GPULoadStoreSpec
 from vllm.v1.kv_offload.worker.cpu_gpu import CpuGpuOffloadingHandlers
@@ -46,14 +46,6 @@ def make_caches(num_layers: int, num_kv_heads: int, head_size: int,
     return caches, {name: TorchSDPABackend for name in caches}
 
 
-def best_seconds(fn, repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def bench(shape: str, cross_layer: bool, repeat: int) -> dict:

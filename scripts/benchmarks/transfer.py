@@ -17,11 +17,11 @@ Prints one JSON line per block size. Run with vLLM on PYTHONPATH:
 """
 import argparse
 import json
-import time
 
 import numpy as np
 import torch
 
+from timing import best_seconds
 from vllm.v1.attention.backends.cpu_attn import TorchSDPABackend
 from vllm.v1.kv_offload.mediums import CPULoadStoreSpec, GPULoadStoreSpec
 from vllm.v1.kv_offload.worker.cpu_gpu import CpuGpuOffloadingHandlers
@@ -38,14 +38,6 @@ class FlatBlocksBackend(TorchSDPABackend):
         return (num_blocks, block_size * num_kv_heads * head_size)
 
 
-def best_seconds(fn, repeat: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def bench(block_bytes: int, repeat: int) -> dict:
