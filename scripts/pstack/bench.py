@@ -73,14 +73,21 @@ def bench_transfer(paths: Paths) -> None:
     rows = run_script("transfer.py", paths.src)
     print(f"{'block':>8} {'store':>7} {'load':>7} {'plain':>7} {'vs plain':>9} "
           f"{'plain 1T':>9} {'vs 1T':>6}")
+    short = []
     for r in rows:
         slower = min(r["store_gbps"], r["load_gbps"])
+        vs_plain = slower / r["plain_copy_gbps"]
+        if r["block_kib"] >= 256 and vs_plain < 0.7:
+            short.append(f"{r['block_kib']} KiB")
         print(f"{r['block_kib']:>6}Ki {r['store_gbps']:>7.2f} {r['load_gbps']:>7.2f} "
-              f"{r['plain_copy_gbps']:>7.2f} {slower / r['plain_copy_gbps']:>8.0%} "
+              f"{r['plain_copy_gbps']:>7.2f} {vs_plain:>8.0%} "
               f"{r['plain_copy_one_thread_gbps']:>9.2f} "
               f"{slower / r['plain_copy_one_thread_gbps']:>5.0%}")
-    print("target: >= 70% of the plain copy for blocks >= 256 KiB; the handler copies "
-          "on one thread (1T: a one-thread plain copy)")
+    threads = rows[0]["copy_threads"] if rows else 0
+    print(f"target: >= 70% of the plain copy for blocks >= 256 KiB: "
+          f"{'missed at ' + ', '.join(short) if short else 'met'} "
+          f"(the handler split each job over {threads} copy thread(s); "
+          "vs plain: the slower of store and load; 1T: a one-thread plain copy)")
 
 
 def bench_cross_layer(paths: Paths) -> None:
