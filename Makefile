@@ -8,7 +8,7 @@ PSTACK  = PYTHONPATH=scripts $(PYTHON) -m pstack
 VPSTACK = PYTHONPATH=scripts $(VPY) -m pstack
 
 .PHONY: all wheel apply export sync check-series check-bisect rebase rebase-abort rebase-report pr \
-        fetch setup models test bench lm-eval demo clean help
+        fetch setup models test stress bench lm-eval demo clean help
 
 all: wheel
 
@@ -57,6 +57,9 @@ wheel: setup        ## dist/: CUDA wheel (official + overlay) and CPU wheel, bot
 test: setup         ## everything CI runs
 	@$(PSTACK) fetch all >/dev/null   # tests never download
 	PYTHONPATH=scripts $(VPY) -m pstack.run_tests $(ARGS)
+
+stress: setup       ## differential stress test, engine without vs with the connector (N=, SEED=)
+	PYTHONPATH=scripts $(VPY) -m pstack.stress $(if $(N),--requests $(N)) $(if $(SEED),--seed $(SEED)) $(if $(K),-k '$(K)')
 
 bench: setup        ## print the benchmark tables (B=<name> for one)
 	PYTHONPATH=scripts $(VPY) -m pstack.bench $(B)
