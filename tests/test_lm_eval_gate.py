@@ -11,7 +11,7 @@ import pytest
 from conftest import REPO
 
 from pstack import lm_eval_task
-from pstack.lm_eval_gate import format_report, judge
+from pstack.lm_eval_gate import LOGPROB_TOLERANCE, format_report, judge
 
 
 def sample(doc_id: int, resp: str, cpu_hit_tokens: int = 0, prompt_hash: str | None = None):
@@ -126,6 +126,54 @@ def test_task_data_is_what_the_generator_makes():
     assert lm_eval_task.documents() == docs
 
 
+def scored_sample(doc_id: int, scores: list[float], cpu_hit_tokens: int = 0) -> dict:
+    """A multiple-choice (one score: loglikelihood) sample: one prompt_logprobs
+    request per choice, each giving (loglikelihood, is_greedy)."""
+    pairs = [[score, False] for score in scores]
+    return {"task": "mc", "doc_id": doc_id, "filter": "none", "kind": "loglikelihood",
+            "prompt_hash": f"mc{doc_id}", "resps": [[pair] for pair in pairs],
+            "filtered_resps": pairs, "cached_tokens": 0, "cpu_hit_tokens": cpu_hit_tokens}
+
+
+def runs_with_scores(offload_scores: list[float], offload_hits: int = 0,
+                     ref_scores: tuple[float, ...] = (-3.0, -1.5, -2.0)) -> list[dict]:
+    runs = good_runs()
+    for r, scores, hits in ((runs[0], list(ref_scores), 0),
+                            (runs[1], offload_scores, offload_hits)):
+        for p in r["passes"]:
+            p["samples"].append(scored_sample(0, scores, hits if p["pass"] > 1 else 0))
+    return runs
+
+
+def test_loglikelihoods_compare_within_the_tolerance():
+    v = judge(runs_with_scores([-3.0, -1.5 + LOGPROB_TOLERANCE / 2, -2.0]))
+    assert v.passed, v.problems
+    assert [r["identical"] for r in v.rows] == [None, 5, 5, 5]
+    report = format_report(v)
+    assert "multiple-choice samples (prompt_logprobs requests): 1 per pass" in report
+    assert "0 tokens of theirs came from the CPU tier: none, by design" in report
+
+    v = judge(runs_with_scores([-3.0, -1.5 + 2 * LOGPROB_TOLERANCE, -2.0]))
+    assert not v.passed
+    assert [(m["run"], m["task"]) for m in v.mismatches] == [("m/offload", "mc")] * 2
+
+
+def test_multiple_choice_must_pick_the_same_answer():
+    # Every loglikelihood within the tolerance, but another choice wins.
+    quarter = LOGPROB_TOLERANCE / 4
+    v = judge(runs_with_scores([-3.0, -1.5, -1.5 + quarter],
+                               ref_scores=(-3.0, -1.5, -1.5 - quarter)))
+    assert not v.passed
+    assert [(m["run"], m["task"]) for m in v.mismatches] == [("m/offload", "mc")] * 2
+
+
+def test_prompt_logprob_requests_must_not_load_from_the_cpu_tier():
+    v = judge(runs_with_scores([-3.0, -1.5, -2.0], offload_hits=32))
+    assert not v.passed
+    assert any("32 tokens of prompt-logprob requests were loaded from the CPU tier" in p
+               for p in v.problems)
+
+
 def _gate(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pstack.lm_eval_gate", *args], cwd=REPO,
                           env={**os.environ, "PYTHONPATH": str(REPO / "scripts")},
@@ -165,7 +213,8 @@ def test_the_gate_passes(capsys):
 def test_the_gate_fails_when_the_cpu_tier_returns_wrong_kv(tmp_path):
     """The gate is not vacuous: the tiny models' answers depend on the loaded KV."""
     proc = _gate("--model", "tiny-llama", "--config", "baseline", "--config", "offload-b16-lru",
-                 "--inject-fault", "zero-cpu-tier", "--out", str(tmp_path))
+                 "--task", "pstack_offload_gen", "--inject-fault", "zero-cpu-tier",
+                 "--out", str(tmp_path))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "fault injected" in proc.stdout
     assert "responses differ from the reference" in proc.stdout

@@ -35,6 +35,10 @@ from .common import REPO, UserError, main_wrapper, progress
 TASK_DIR = REPO / "ci" / "lm-eval"
 OUT_DIR = REPO / "out" / "lm-eval"
 MAX_MISMATCH_LINES = 20
+# Largest difference of a loglikelihood between a run and the reference in
+# the exact (cpu) profile: the same requests, in bfloat16, in batches that
+# may differ between the runs.
+LOGPROB_TOLERANCE = 1e-3
 CONNECTOR = {"kv_connector": "OffloadingConnector", "kv_role": "kv_both"}
 
 
@@ -93,7 +97,8 @@ def cpu_profile(models: list[str] | None) -> Profile:
             raise UserError(f"the cpu profile has no model {m!r}",
                             f"choose from {', '.join(known)}, or use PROFILE=gpu for a hub model")
     return Profile(
-        name="cpu", tasks=["pstack_offload_gen"], builtin_tasks=False,
+        name="cpu", tasks=["pstack_offload_gen", "pstack_offload_ll", "pstack_offload_mc"],
+        builtin_tasks=False,
         configs=[c for c in CPU_CONFIGS if not models or c.model in models],
         base_args={"dtype": "bfloat16", "max_model_len": 1024, "seed": 0,
                    "enforce_eager": True, "enable_prefix_caching": True, "block_size": 16,
@@ -226,6 +231,38 @@ def _metric_items(metrics: dict) -> dict[str, float]:
             if isinstance(v, (int, float))}
 
 
+def _close(a, b, tolerance: float) -> bool:
+    """Equal, except that numbers (loglikelihoods) may differ by tolerance."""
+    if isinstance(a, float) or isinstance(b, float):
+        return (isinstance(a, (int, float)) and isinstance(b, (int, float))
+                and not isinstance(a, bool) and not isinstance(b, bool)
+                and abs(a - b) <= tolerance)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_close(x, y, tolerance) for x, y in zip(a, b))
+    return a == b
+
+
+def _choice(sample: dict) -> int | None:
+    """The answer a multiple-choice sample picks: its most likely choice."""
+    scores = sample["filtered_resps"]
+    if len(scores) < 2 or not all(isinstance(x, list) and x for x in scores):
+        return None
+    return max(range(len(scores)), key=lambda i: scores[i][0])
+
+
+def same_answer(ref: dict, sample: dict) -> bool:
+    """The same generated text; or the same choice, the same is_greedy flags
+    and loglikelihoods within LOGPROB_TOLERANCE."""
+    return (_close(ref["resps"], sample["resps"], LOGPROB_TOLERANCE)
+            and _close(ref["filtered_resps"], sample["filtered_resps"], LOGPROB_TOLERANCE)
+            and _choice(ref) == _choice(sample))
+
+
+def _is_prompt_logprobs(sample: dict) -> bool:
+    # loglikelihood and multiple choice: prompt_logprobs requests.
+    return sample.get("kind", "generate") == "loglikelihood"
+
+
 def judge(runs: list[dict], exact: bool = True, tolerance: float = 0.0) -> Verdict:
     """Compare every pass of every run with the reference of its model.
 
@@ -259,7 +296,7 @@ def judge(runs: list[dict], exact: bool = True, tolerance: float = 0.0) -> Verdi
                 elif r["prompt_hash"] != s["prompt_hash"]:
                     v.problems.append(f"{run['label']} pass {p['pass']}: {key[0]} doc {key[1]}: "
                                       "the prompt differs from the reference (task drift)")
-                elif r["resps"] != s["resps"] or r["filtered_resps"] != s["filtered_resps"]:
+                elif not same_answer(r, s):
                     v.mismatches.append({"run": run["label"], "pass": p["pass"], "task": key[0],
                                          "doc_id": key[1], "filter": key[2],
                                          "expected": r["resps"], "got": s["resps"]})
@@ -277,18 +314,27 @@ def judge(runs: list[dict], exact: bool = True, tolerance: float = 0.0) -> Verdi
                         v.problems.append(f"{run['label']} pass {p['pass']}: {name} = {value} vs "
                                           f"baseline {ref_value:.4f} (tolerance {tolerance})")
             off = p.get("offload") or {}
-            cpu_hit_samples = sum(1 for s in samples.values() if s.get("cpu_hit_tokens"))
-            if run.get("connector") and p["pass"] > 1 and (
+            generated = [s for s in samples.values() if not _is_prompt_logprobs(s)]
+            scored = [s for s in samples.values() if _is_prompt_logprobs(s)]
+            cpu_hit_samples = sum(1 for s in generated if s.get("cpu_hit_tokens"))
+            scored_hit_tokens = sum(s.get("cpu_hit_tokens") or 0 for s in scored)
+            if run.get("connector") and p["pass"] > 1 and generated and (
                     not off.get("loaded_tokens") or not cpu_hit_samples):
                 v.problems.append(
                     f"{run['label']} pass {p['pass']}: no evidence of loads from the CPU tier "
                     f"(loaded_tokens {off.get('loaded_tokens', 0)}, {cpu_hit_samples} samples "
                     "with CPU hits)")
+            if scored_hit_tokens:
+                v.problems.append(
+                    f"{run['label']} pass {p['pass']}: {scored_hit_tokens} tokens of "
+                    "prompt-logprob requests were loaded from the CPU tier (their prompt "
+                    "logprobs cannot be computed)")
             v.rows.append({
                 "run": run["label"], "pass": p["pass"], "samples": len(samples),
                 "identical": None if is_ref else identical,
                 "connector": bool(run.get("connector")), "cpu_hit_samples": cpu_hit_samples,
-                "cpu_hit_tokens": sum(s.get("cpu_hit_tokens") or 0 for s in samples.values()),
+                "cpu_hit_tokens": sum(s.get("cpu_hit_tokens") or 0 for s in generated),
+                "scored_samples": len(scored), "scored_cpu_hit_tokens": scored_hit_tokens,
                 "loaded_tokens": off.get("loaded_tokens"),
                 "stored_blocks": off.get("stored_blocks"), "seconds": p.get("seconds"),
                 "metrics": metrics})
@@ -319,8 +365,18 @@ def format_report(v: Verdict) -> str:
             f"{cell(r['cpu_hit_samples'] if conn else None):>7} "
             f"{cell(r['cpu_hit_tokens'] if conn else None):>8} {cell(r['loaded_tokens']):>8} "
             f"{cell(r['stored_blocks']):>7} {cell(r['seconds']):>6}  {metrics}")
-    lines.append("(cpu-hit: samples whose request loaded KV from the CPU tier; hit tok: their "
-                 "tokens; loaded/stored: the connector's counters during the pass)")
+    lines.append("(cpu-hit: generated samples whose request loaded KV from the CPU tier; hit "
+                 "tok: their tokens; loaded/stored: the connector's counters during the pass)")
+    scored = max((r.get("scored_samples", 0) for r in v.rows), default=0)
+    if scored:
+        hit = sum(r.get("scored_cpu_hit_tokens", 0) for r in v.rows if r["connector"])
+        lines.append(
+            f"loglikelihood and multiple-choice samples (prompt_logprobs requests): {scored} "
+            f"per pass, compared by choice, is_greedy and loglikelihood (within "
+            f"{LOGPROB_TOLERANCE:g}); {hit} tokens of theirs came from the CPU tier"
+            + (": none, by design: vLLM computes the whole prompt of a request with "
+               "prompt_logprobs, so these samples check that the connector stays out of "
+               "their way, not loads" if not hit else ""))
     if v.mismatches:
         lines.append(f"{len(v.mismatches)} responses differ from the reference"
                      + ("" if v.exact else " (allowed in this profile)") + ":")

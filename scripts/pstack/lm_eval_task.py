@@ -1,4 +1,4 @@
-"""The data of the local lm-eval task `pstack_offload_gen` (ci/lm-eval/).
+"""The data of the local lm-eval tasks of the gate (ci/lm-eval/).
 
 The gate's models have random weights, so the task is not about accuracy: it
 makes prompts that exercise KV offloading. Every prompt starts with the same
@@ -7,6 +7,12 @@ many KV blocks, followed by a passage of 4..120 words of its own and an
 addition question, so prompts end in blocks that only that request has and
 their lengths cross offloaded-block boundaries (16 and 64 tokens) at many
 points. Answers are short.
+
+`pstack_offload_gen` generates the answer (generate_until). The loglikelihood
+and multiple-choice tasks `pstack_offload_ll` and `pstack_offload_mc` (what
+lm-eval's loglikelihood tasks send: `prompt_logprobs` requests) score the
+answer, and for `_mc` two distractors too, after the same prompts, on the
+first NUM_CHOICE_DOCS test documents (splits `choice_fewshot`, `choice`).
 
 The files are generated from a fixed seed and committed; `python -m
 pstack.lm_eval_task` rewrites them, `--check` verifies them (a test does).
@@ -26,6 +32,9 @@ TASK_DIR = REPO / "ci" / "lm-eval"
 TASK_NAME = "pstack_offload_gen"
 NUM_DOCS = 48
 NUM_FEWSHOT_DOCS = 16
+# Each is scored 1 (loglikelihood) + 3 (multiple choice) times, with the
+# whole prompt computed every time: fewer documents keep the gate short.
+NUM_CHOICE_DOCS = 16
 SEED = 20250709
 
 
@@ -51,7 +60,22 @@ def documents() -> dict[str, list[dict]]:
     rng = random.Random(SEED)
     fewshot = [_doc(rng, i, (4, 8)) for i in range(NUM_FEWSHOT_DOCS)]
     test = [_doc(rng, i, (4, 120)) for i in range(NUM_DOCS)]
-    return {"fewshot": fewshot, "test": test}
+    # The loglikelihood tasks' splits: the same few-shot prefix, then the first
+    # test documents (a dataset's splits share one schema).
+    return {"fewshot": fewshot, "test": test, "choice_fewshot": _with_choices(fewshot),
+            "choice": _with_choices(test[:NUM_CHOICE_DOCS])}
+
+
+def _with_choices(docs: list[dict]) -> list[dict]:
+    """The documents with the answer and two distractors, in random order."""
+    rng = random.Random(SEED + 1)
+    out = []
+    for doc in docs:
+        answer = int(doc["answer"])
+        choices = [answer, *(answer + d for d in rng.sample([-11, -10, -2, -1, 1, 2, 10, 11], 2))]
+        rng.shuffle(choices)
+        out.append({**doc, "choices": [str(c) for c in choices], "label": choices.index(answer)})
+    return out
 
 
 def render(docs: list[dict]) -> str:

@@ -57,11 +57,23 @@ def make_lm(model_args: dict):
                 }
             return outputs
 
-        def request_stats(self, context: str) -> dict:
-            # generate_until encodes each context the same way (no truncation
-            # at these lengths), so this finds the request lm-eval sent.
-            return self.by_prompt.get(tuple(self.tok_encode(context)),
-                                      {"cached_tokens": None, "cpu_hit_tokens": None})
+        def request_stats(self, arguments: list) -> dict:
+            """Cached and CPU-loaded tokens of the requests of one sample.
+
+            generate_until sends its context; loglikelihood and multiple
+            choice one request per (context, continuation) pair, encoded as
+            lm-eval's vLLM backend does. No truncation at these lengths.
+            """
+            if isinstance(arguments[0][1], dict):
+                keys = [tuple(self.tok_encode(arguments[0][0]))]
+            else:
+                keys = [tuple(sum(self._encode_pair(context, continuation), []))
+                        for context, continuation in arguments]
+            found = [self.by_prompt.get(key) for key in keys]
+            if any(f is None for f in found):
+                return {"cached_tokens": None, "cpu_hit_tokens": None}
+            return {name: sum(f[name] for f in found)
+                    for name in ("cached_tokens", "cpu_hit_tokens")}
 
     return RecordingVLLM(**model_args)
 
@@ -90,11 +102,13 @@ def evaluate_once(lm, spec: dict, task_manager) -> tuple[list[dict], dict]:
     samples = []
     for task, task_samples in res["samples"].items():
         for s in task_samples:
-            context = s["arguments"][0][0]
+            arguments = s["arguments"]
+            # loglikelihood and multiple choice send prompt_logprobs requests.
+            kind = "generate" if isinstance(arguments[0][1], dict) else "loglikelihood"
             samples.append({
-                "task": task, "doc_id": s["doc_id"], "filter": s["filter"],
+                "task": task, "doc_id": s["doc_id"], "filter": s["filter"], "kind": kind,
                 "prompt_hash": s["prompt_hash"], "resps": plain(s["resps"]),
-                "filtered_resps": plain(s["filtered_resps"]), **lm.request_stats(context)})
+                "filtered_resps": plain(s["filtered_resps"]), **lm.request_stats(arguments)})
     metrics = {task: {k: plain(v) for k, v in r.items() if "," in k and "stderr" not in k}
                for task, r in res["results"].items()}
     return samples, metrics
