@@ -141,21 +141,31 @@ def bench_engine_throughput(paths: Paths) -> None:
     print("(target >= 0.98; on a shared machine repeats vary by several %: compare runs)")
 
 
-def bench_offload_ttft(paths: Paths) -> None:
+def measure_offload_ttft(paths: Paths) -> list[dict]:
     from .tiny_models import generate
+    model = str(generate("bench-llama"))
+    progress("time to first token: 1k, 2k, 4k-token prompts")
+    return run_script("offload_ttft.py", paths.src, model, env=ENGINE_ENV,
+                      pythonpath=(REPO / "scripts",))
+
+
+def bench_offload_ttft(paths: Paths) -> list[dict]:
     print("\n## Time to first token of a long prompt: recomputed vs loaded from the CPU tier "
           "(CPU engine, bench-llama fp32, OffloadingConnector, blocks of 16; best of 2)",
           flush=True)
-    model = str(generate("bench-llama"))
-    progress("time to first token: 1k, 2k, 4k-token prompts")
-    rows = run_script("offload_ttft.py", paths.src, model, env=ENGINE_ENV,
-                      pythonpath=(REPO / "scripts",))
+    rows = measure_offload_ttft(paths)
     print(f"{'prompt':>7} {'recompute s':>12} {'CPU tier s':>11} {'speedup':>8} "
           f"{'loaded tok':>11} {'GPU hit s':>10}")
     for r in rows:
         print(f"{r['prompt_tokens']:>7} {r['cold_s']:>12.3f} {r['cpu_s']:>11.3f} "
               f"{r['cold_s'] / r['cpu_s']:>7.1f}x {r['cpu_loaded_tokens']:>11} "
               f"{r['gpu_s']:>10.3f}")
+    return rows
+
+
+def bench_serving(paths: Paths) -> None:
+    from .bench_serving import bench_serving as run
+    run(paths, ENGINE_ENV, bench_offload_ttft(paths))
 
 
 BENCHMARKS = {"block-hashing": bench_block_hashing,
@@ -163,7 +173,7 @@ BENCHMARKS = {"block-hashing": bench_block_hashing,
               "transfer": bench_transfer,
               "cross-layer": bench_cross_layer,
               "engine-throughput": bench_engine_throughput,
-              "offload-ttft": bench_offload_ttft}
+              "serving": bench_serving}
 
 
 def main(argv: list[str]) -> int:
