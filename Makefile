@@ -1,24 +1,35 @@
 # vLLM KV-offloading patch stack. `make` builds the patched wheels; `make test`
-# runs every test. See README.md for the other targets.
+# runs every test; `make help` lists the targets.
+#
+# Every target runs the tool the same way, `$(PSTACK) <command>`: see
+# `$(PSTACK) --help` and scripts/pstack/cli.py. The patch queue needs only
+# the standard library and runs with $(PYTHON), before .venv exists; the
+# build and the harness run in .venv (RUNTIME_PY below).
 
 PYTHON ?= python3
 VENV   ?= .venv
 VPY     = $(VENV)/bin/python
-PSTACK  = PYTHONPATH=scripts $(PYTHON) -m pstack
-VPSTACK = PYTHONPATH=scripts $(VPY) -m pstack
+PY      = $(PYTHON)
+PSTACK  = PYTHONPATH=scripts $(PY) -m pstack
+
+# `private`: not inherited by prerequisites (setup must run with $(PYTHON)).
+models wheel test stress bench demo check-bisect: private PY = $(VPY)
+# PROFILE=gpu runs on a GPU machine with the Python that has the CUDA wheel
+# and lm-eval (PYTHON=...), not .venv. See docs/testing.md.
+lm-eval: private PY = $(if $(filter gpu,$(PROFILE)),$(PYTHON),$(VPY))
 
 .PHONY: all wheel apply export sync check-series check-bisect rebase rebase-abort rebase-report pr \
         fetch setup models test stress bench lm-eval demo clean help
 
 all: wheel
 
-help:
-	@sed -n 's/^## //p' README.md | head -40
+help:               ## this list
+	@sed -n 's/^\([a-z-]*\):[^#]*## \(.*\)/  make \1\t\2/p' Makefile | expand -t 24
 
 fetch:              ## download + verify the pinned sdist and wheel
 	$(PSTACK) fetch all
 
-apply:              ## (re)create vllm-src = base + patches/series
+apply:              ## (re)create vllm-src = base + patches/series (FORCE=1)
 	$(PSTACK) apply $(if $(FORCE),--force)
 
 export:             ## vllm-src commits -> patches/*.patch + patches/series
@@ -34,44 +45,41 @@ rebase-abort:       ## undo a rebase under way: series, upstream and the pin as 
 	$(PSTACK) rebase --abort
 
 rebase-report:      ## rebase a copy in build/ (not vllm-src): docs/rebase-$(TO).md
-	$(PSTACK) rebase --report $(TO)
+	$(PSTACK) rebase-report $(TO)
 
 pr:                 ## out/pr/<nn>-<slug>/: branch, title, body, patch (N=<number|name>)
 	$(PSTACK) pr $(N)
 
-check-bisect: setup ## every prefix of the series compiles, lints and passes its tests
-	PYTHONPATH=scripts $(VPY) -m pstack.check_bisect $(ARGS)
+check-bisect: setup ## every prefix of the series compiles, lints and passes its tests (ARGS=)
+	$(PSTACK) check-bisect $(ARGS)
 
-sync:
+sync:               ## apply, unless vllm-src holds work of its own (run by setup)
 	@$(PSTACK) sync
 
 setup: sync         ## .venv with the CPU runtime, vllm-src installed editable
-	PYTHONPATH=scripts $(PYTHON) -m pstack.setup_env
+	$(PSTACK) setup
 
 models: setup       ## tiny local test models into the cache
-	$(VPSTACK) models
+	$(PSTACK) models
 
 wheel: setup        ## dist/: CUDA wheel (official + overlay) and CPU wheel, both verified
-	$(VPSTACK) wheel
+	$(PSTACK) wheel
 
-test: setup         ## everything CI runs
+test: setup         ## everything CI runs (ARGS= for pytest: project tests only)
 	@$(PSTACK) fetch all >/dev/null   # tests never download
-	PYTHONPATH=scripts $(VPY) -m pstack.run_tests $(ARGS)
+	$(PSTACK) test -- $(ARGS)
 
-stress: setup       ## differential stress test, engine without vs with the connector (N=, SEED=)
-	PYTHONPATH=scripts $(VPY) -m pstack.stress $(if $(N),--requests $(N)) $(if $(SEED),--seed $(SEED)) $(if $(K),-k '$(K)')
+stress: setup       ## differential stress test, engine without vs with the connector (N=, SEED=, K=)
+	$(PSTACK) stress $(if $(N),--requests $(N)) $(if $(SEED),--seed $(SEED)) $(if $(K),-k '$(K)')
 
 bench: setup        ## print the benchmark tables (B=<name> for one)
-	PYTHONPATH=scripts $(VPY) -m pstack.bench $(B)
+	$(PSTACK) bench $(B)
 
 demo: setup         ## offloading on a local model: cold run, then the CPU tier serves the prompts
-	PYTHONPATH=scripts $(VPY) -m pstack.demo $(ARGS)
+	$(PSTACK) demo $(ARGS)
 
-# PROFILE=gpu runs on a GPU machine with the Python that has the CUDA wheel
-# and lm-eval (PYTHON=...), not .venv. See README.md.
-GATE_PY = $(if $(filter gpu,$(PROFILE)),$(PYTHON),$(VPY))
 lm-eval: $(if $(filter gpu,$(PROFILE)),,setup)  ## correctness gate: same answers with offloading (PROFILE=gpu MODEL=...)
-	PYTHONPATH=scripts $(GATE_PY) -m pstack.lm_eval_gate $(if $(PROFILE),--profile $(PROFILE)) $(foreach m,$(MODEL),--model $(m)) $(ARGS)
+	$(PSTACK) lm-eval $(if $(PROFILE),--profile $(PROFILE)) $(foreach m,$(MODEL),--model $(m)) $(ARGS)
 
 clean:              ## remove build outputs (keeps vllm-src and the caches)
 	rm -rf dist build .pytest_cache

@@ -14,7 +14,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 
-from pstack.common import BasePin, Paths  # noqa: E402
+from pstack.core.layout import Layout  # noqa: E402
+from pstack.core.pin import BasePin  # noqa: E402
 
 FAKE_FILES = {
     ".gitignore": "/vllm/_version.py\n*.so\nbuild/\n",
@@ -27,10 +28,13 @@ FAKE_FILES = {
 }
 
 
-def make_release_tarball(dest: Path, version: str, files: dict[str, str]) -> Path:
-    """A vLLM-like sdist: one top-level dir, fixed mtimes so its hash is stable."""
+def make_release_tarball(dest: Path, version: str, files: dict[str,
+                                                               str]) -> Path:
+    """A vLLM-like sdist: one top-level dir, fixed mtimes so its hash is
+    stable."""
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.PAX_FORMAT) as tf:
+    with tarfile.open(fileobj=buf, mode="w:gz",
+                      format=tarfile.PAX_FORMAT) as tf:
         top = tarfile.TarInfo(f"vllm-{version}")
         top.type, top.mode, top.mtime = tarfile.DIRTYPE, 0o755, 1700000000
         tf.addfile(top)
@@ -45,29 +49,37 @@ def make_release_tarball(dest: Path, version: str, files: dict[str, str]) -> Pat
 
 
 def git(cwd: Path, *args: str, **kw) -> str:
-    return subprocess.run(["git", "-C", str(cwd), *args], check=True, text=True,
-                          stdout=subprocess.PIPE, **kw).stdout
+    return subprocess.run(["git", "-C", str(cwd), *args],
+                          check=True,
+                          text=True,
+                          stdout=subprocess.PIPE,
+                          **kw).stdout
 
 
 @pytest.fixture
-def stack(tmp_path: Path, monkeypatch) -> Paths:
-    """An empty series on a fake 0.0.1 release, in a scratch project checkout."""
+def stack(tmp_path: Path, monkeypatch) -> Layout:
+    """An empty series on a fake 0.0.1 release, in a scratch project
+    checkout."""
     project = tmp_path / "project"
     patches = project / "patches"
     patches.mkdir(parents=True)
     cache = tmp_path / "cache"
     (cache / "dist").mkdir(parents=True)
     tarball = make_release_tarball(cache / "dist", "0.0.1", FAKE_FILES)
-    pin = BasePin(version="0.0.1", sdist=tarball.name,
-                  sdist_sha256=hashlib.sha256(tarball.read_bytes()).hexdigest(),
-                  wheel="vllm-0.0.1-py3-none-any.whl", wheel_sha256="0" * 64)
+    pin = BasePin(version="0.0.1",
+                  sdist=tarball.name,
+                  sdist_sha256=hashlib.sha256(
+                      tarball.read_bytes()).hexdigest(),
+                  wheel="vllm-0.0.1-py3-none-any.whl",
+                  wheel_sha256="0" * 64)
     pin.dump(patches / "base.toml")
     (patches / "series").write_text("# test series\n")
     (project / ".gitignore").write_text("/vllm-src/\n")
     git(project, "init", "-q")
     git(project, "add", "-A")
-    git(project, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "init")
-    paths = Paths(patches=patches, src=project / "vllm-src", cache=cache)
+    git(project, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
+        "-m", "init")
+    paths = Layout(patches=patches, src=project / "vllm-src", cache=cache)
     monkeypatch.setenv("PSTACK_PATCHES", str(paths.patches))
     monkeypatch.setenv("PSTACK_SRC", str(paths.src))
     monkeypatch.setenv("PSTACK_CACHE", str(paths.cache))
@@ -77,8 +89,14 @@ def stack(tmp_path: Path, monkeypatch) -> Paths:
 AUTHOR = "Ada Lovelace <ada@example.com>"
 
 
-def commit_change(src: Path, path: str, old: str, new: str, subject: str,
-                  *, signoff: bool = True, status: str | None = "Pending",
+def commit_change(src: Path,
+                  path: str,
+                  old: str,
+                  new: str,
+                  subject: str,
+                  *,
+                  signoff: bool = True,
+                  status: str | None = "Pending",
                   body: str = "Why: the test needs a change.") -> None:
     """Commit an edit of one line on the series branch, as a developer would."""
     f = src / path
@@ -89,6 +107,57 @@ def commit_change(src: Path, path: str, old: str, new: str, subject: str,
     if signoff:
         message += f"Signed-off-by: {AUTHOR}\n"
     git(src, "add", path)
-    git(src, "-c", "user.name=Ada Lovelace", "-c", "user.email=ada@example.com",
-        "commit", "-q", "--author", AUTHOR, "-m", message,
-        env={"GIT_AUTHOR_DATE": "1700000100 +0000", "PATH": "/usr/bin:/bin"})
+    git(src,
+        "-c",
+        "user.name=Ada Lovelace",
+        "-c",
+        "user.email=ada@example.com",
+        "commit",
+        "-q",
+        "--author",
+        AUTHOR,
+        "-m",
+        message,
+        env={
+            "GIT_AUTHOR_DATE": "1700000100 +0000",
+            "PATH": "/usr/bin:/bin"
+        })
+
+
+def commit_project(paths: Layout) -> None:
+    """Commit the scratch project checkout (patches/ and all)."""
+    project = paths.patches.parent
+    git(project, "add", "-A")
+    git(project, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
+        "-m", "x")
+
+
+def new_release(stack: Layout, monkeypatch, version: str,
+                edits: dict[str, str]) -> BasePin:
+    """A fake newer release in the download cache, found by the (stubbed)
+    index."""
+    import pstack.queue.rebase
+    core = FAKE_FILES["vllm/core.py"]
+    for old, new in edits.items():
+        core = core.replace(old, new)
+    files = {
+        **FAKE_FILES, "vllm/core.py": core,
+        "vllm/new_in_release.py": "x = 2\n"
+    }
+    tarball = make_release_tarball(stack.cache / "dist", version, files)
+    pin = BasePin(version=version,
+                  sdist=tarball.name,
+                  sdist_sha256=hashlib.sha256(
+                      tarball.read_bytes()).hexdigest(),
+                  wheel=f"vllm-{version}-py3-none-any.whl",
+                  wheel_sha256="1" * 64)
+    monkeypatch.setattr(pstack.queue.rebase, "find_release",
+                        lambda v, like: pin)
+    return pin
+
+
+# Upstream took A as it is and changed B's line its own way.
+UPSTREAMED_A_CONFLICTS_B = {
+    "line 3\n": "line three\n",
+    "line 9\n": "line NINE\n"
+}

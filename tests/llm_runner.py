@@ -1,4 +1,5 @@
-"""Run the real vLLM engine in a child process: JSON spec on stdin, JSON result on stdout.
+"""Run the real vLLM engine in a child process: JSON spec on stdin, JSON
+result on stdout.
 
 Each engine test gets a fresh process, so no engine or torch.distributed state
 leaks between tests. The spec:
@@ -23,7 +24,8 @@ def main() -> None:
     for p in spec["passes"]:
         if p.get("reset_prefix_cache"):
             assert llm.reset_prefix_cache(), "prefix cache reset refused"
-        params = SamplingParams(temperature=0.0, max_tokens=p.get("max_tokens", 16),
+        params = SamplingParams(temperature=0.0,
+                                max_tokens=p.get("max_tokens", 16),
                                 ignore_eos=True)
         start = time.perf_counter()
         outs = llm.generate(p["prompts"], params, use_tqdm=False)

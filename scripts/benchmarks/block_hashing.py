@@ -16,7 +16,6 @@ import sys
 import time
 
 import torch
-
 from vllm.sampling_params import SamplingParams
 from vllm.v1.core.kv_cache_manager import KVCacheManager
 from vllm.v1.kv_cache_interface import (FullAttentionSpec, KVCacheConfig,
@@ -29,11 +28,17 @@ PROMPT_LEN = 512
 
 def make_manager(max_tokens: int) -> KVCacheManager:
     num_blocks = max_tokens // BLOCK_SIZE + 8
-    config = KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[],
-                           kv_cache_groups=[KVCacheGroupSpec(
-                               ["layer"], FullAttentionSpec(BLOCK_SIZE, 1, 1,
-                                                            torch.float32, False))])
-    return KVCacheManager(config, max_model_len=max_tokens + 16, enable_caching=True)
+    config = KVCacheConfig(num_blocks=num_blocks,
+                           kv_cache_tensors=[],
+                           kv_cache_groups=[
+                               KVCacheGroupSpec(["layer"],
+                                                FullAttentionSpec(
+                                                    BLOCK_SIZE, 1, 1,
+                                                    torch.float32, False))
+                           ])
+    return KVCacheManager(config,
+                          max_model_len=max_tokens + 16,
+                          enable_caching=True)
 
 
 def make_request(prompt: list[int], max_tokens: int) -> Request:
@@ -41,10 +46,15 @@ def make_request(prompt: list[int], max_tokens: int) -> Request:
     if "block_hasher" in inspect.signature(Request.__init__).parameters:
         from vllm.v1.core.kv_cache_utils import get_request_block_hasher
         kwargs["block_hasher"] = get_request_block_hasher(BLOCK_SIZE, hash)
-    return Request(request_id="r", prompt_token_ids=prompt, multi_modal_inputs=None,
-                   multi_modal_hashes=None, multi_modal_placeholders=None,
+    return Request(request_id="r",
+                   prompt_token_ids=prompt,
+                   multi_modal_inputs=None,
+                   multi_modal_hashes=None,
+                   multi_modal_placeholders=None,
                    sampling_params=SamplingParams(max_tokens=max_tokens),
-                   pooling_params=None, eos_token_id=None, **kwargs)
+                   pooling_params=None,
+                   eos_token_id=None,
+                   **kwargs)
 
 
 def decode_cost(gen_len: int) -> float:
@@ -52,7 +62,8 @@ def decode_cost(gen_len: int) -> float:
     manager = make_manager(PROMPT_LEN + gen_len)
     request = make_request(list(range(PROMPT_LEN)), gen_len)
     computed, num_computed = manager.get_computed_blocks(request)
-    manager.allocate_slots(request, PROMPT_LEN - num_computed, num_computed, computed)
+    manager.allocate_slots(request, PROMPT_LEN - num_computed, num_computed,
+                           computed)
     request.num_computed_tokens = PROMPT_LEN
     start = time.perf_counter()
     for i in range(gen_len):
@@ -67,7 +78,11 @@ def main() -> None:
     decode_cost(64)  # warm up imports and allocator
     for gen_len in lengths:
         best = min(decode_cost(gen_len) for _ in range(3))
-        print(json.dumps({"generated_tokens": gen_len, "us_per_token": best * 1e6}))
+        print(
+            json.dumps({
+                "generated_tokens": gen_len,
+                "us_per_token": best * 1e6
+            }))
 
 
 if __name__ == "__main__":

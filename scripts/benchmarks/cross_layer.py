@@ -16,7 +16,6 @@ import json
 
 import numpy as np
 import torch
-
 from timing import best_seconds
 from vllm.v1.attention.backends.cpu_attn import TorchSDPABackend
 from vllm.v1.kv_offload.mediums import CPULoadStoreSpec, GPULoadStoreSpec
@@ -46,8 +45,6 @@ def make_caches(num_layers: int, num_kv_heads: int, head_size: int,
     return caches, {name: TorchSDPABackend for name in caches}
 
 
-
-
 def bench(shape: str, cross_layer: bool, repeat: int) -> dict:
     num_layers, num_kv_heads, head_size = SHAPES[shape]
     num_request_blocks = REQUEST_TOKENS // BLOCK_SIZE
@@ -70,22 +67,20 @@ def bench(shape: str, cross_layer: bool, repeat: int) -> dict:
         assert handler.get_finished() == [(job_id, True)]
 
     store = best_seconds(
-        lambda: transfer(handlers.gpu_to_cpu_handler,
-                         (GPULoadStoreSpec(gpu_ids), CPULoadStoreSpec(cpu_ids))
-                         ), repeat)
+        lambda: transfer(handlers.gpu_to_cpu_handler, (GPULoadStoreSpec(
+            gpu_ids), CPULoadStoreSpec(cpu_ids))), repeat)
     load = best_seconds(
-        lambda: transfer(handlers.cpu_to_gpu_handler,
-                         (CPULoadStoreSpec(cpu_ids), GPULoadStoreSpec(gpu_ids))
-                         ), repeat)
+        lambda: transfer(handlers.cpu_to_gpu_handler, (CPULoadStoreSpec(
+            cpu_ids), GPULoadStoreSpec(gpu_ids))), repeat)
     copies_per_block = len(handlers.cpu_rows)
     bytes_per_copy = handlers.cpu_rows[0].shape[1]
+    request_bytes = copies_per_block * bytes_per_copy * num_request_blocks
     return {
         "shape": shape,
         "layout": "cross-layer" if cross_layer else "per-layer",
         "copies_per_block": copies_per_block,
         "bytes_per_copy": bytes_per_copy,
-        "request_mib": copies_per_block * bytes_per_copy *
-        num_request_blocks / 2**20,
+        "request_mib": request_bytes / 2**20,
         "store_ms": store * 1e3,
         "load_ms": load * 1e3,
     }

@@ -28,7 +28,8 @@ DTYPE = "float32"
 def prompts(seed: int, vocab: int) -> list[list[int]]:
     rng = random.Random(seed)
     # Ids 0..2 are the tokenizer's special tokens.
-    return [[rng.randrange(3, vocab) for _ in range(PROMPT_LEN)] for _ in range(NUM_PROMPTS)]
+    return [[rng.randrange(3, vocab) for _ in range(PROMPT_LEN)]
+            for _ in range(NUM_PROMPTS)]
 
 
 def main() -> None:
@@ -38,16 +39,25 @@ def main() -> None:
     args = parser.parse_args()
 
     from vllm import LLM, SamplingParams, TokensPrompt
-    llm = LLM(model=args.model, dtype=DTYPE, enforce_eager=True, max_model_len=2048,
-              block_size=16, seed=0)
+    llm = LLM(model=args.model,
+              dtype=DTYPE,
+              enforce_eager=True,
+              max_model_len=2048,
+              block_size=16,
+              seed=0)
     vocab = len(llm.get_tokenizer())
-    params = SamplingParams(temperature=0.0, max_tokens=GEN_LEN, ignore_eos=True)
+    params = SamplingParams(temperature=0.0,
+                            max_tokens=GEN_LEN,
+                            ignore_eos=True)
 
     def generate(seed: int) -> tuple[float, float]:
-        batch = [TokensPrompt(prompt_token_ids=p) for p in prompts(seed, vocab)]
+        batch = [
+            TokensPrompt(prompt_token_ids=p) for p in prompts(seed, vocab)
+        ]
         start, start_cpu = time.perf_counter(), time.process_time()
         outs = llm.generate(batch, params, use_tqdm=False)
-        elapsed, cpu = time.perf_counter() - start, time.process_time() - start_cpu
+        elapsed, cpu = time.perf_counter() - start, time.process_time(
+        ) - start_cpu
         assert all(len(o.outputs[0].token_ids) == GEN_LEN for o in outs)
         return elapsed, cpu
 
@@ -56,10 +66,20 @@ def main() -> None:
         elapsed, cpu = generate(r)
         # CPU time of this process: with one OpenMP thread it is the work
         # done, much less disturbed than wall time when the machine is shared.
-        print(json.dumps({"repeat": r, "seconds": round(elapsed, 4), "cpu_seconds": round(cpu, 4),
-                          "output_tok_per_s": NUM_PROMPTS * GEN_LEN / elapsed,
-                          "output_tok_per_cpu_s": NUM_PROMPTS * GEN_LEN / cpu,
-                          "total_tok_per_s": NUM_PROMPTS * (PROMPT_LEN + GEN_LEN) / elapsed}),
+        print(json.dumps({
+            "repeat":
+            r,
+            "seconds":
+            round(elapsed, 4),
+            "cpu_seconds":
+            round(cpu, 4),
+            "output_tok_per_s":
+            NUM_PROMPTS * GEN_LEN / elapsed,
+            "output_tok_per_cpu_s":
+            NUM_PROMPTS * GEN_LEN / cpu,
+            "total_tok_per_s":
+            NUM_PROMPTS * (PROMPT_LEN + GEN_LEN) / elapsed
+        }),
               flush=True)
 
 

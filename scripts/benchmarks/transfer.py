@@ -22,7 +22,6 @@ import json
 
 import numpy as np
 import torch
-
 from timing import best_seconds
 from vllm.v1.attention.backends.cpu_attn import TorchSDPABackend
 from vllm.v1.kv_offload.mediums import CPULoadStoreSpec, GPULoadStoreSpec
@@ -65,13 +64,11 @@ def bench(block_bytes: int, repeat: int) -> dict:
         assert handler.get_finished() == [(job_id, True)]
 
     store = best_seconds(
-        lambda: transfer(handlers.gpu_to_cpu_handler,
-                         GPULoadStoreSpec(gpu_ids), CPULoadStoreSpec(cpu_ids)),
-        repeat)
+        lambda: transfer(handlers.gpu_to_cpu_handler, GPULoadStoreSpec(
+            gpu_ids), CPULoadStoreSpec(cpu_ids)), repeat)
     load = best_seconds(
-        lambda: transfer(handlers.cpu_to_gpu_handler,
-                         CPULoadStoreSpec(cpu_ids), GPULoadStoreSpec(gpu_ids)),
-        repeat)
+        lambda: transfer(handlers.cpu_to_gpu_handler, CPULoadStoreSpec(
+            cpu_ids), GPULoadStoreSpec(gpu_ids)), repeat)
 
     src = torch.ones(MOVED_BYTES, dtype=torch.uint8)
     dst = torch.ones(MOVED_BYTES, dtype=torch.uint8)

@@ -1,0 +1,26 @@
+"""`make fetch`: download and verify the pinned base files (sdist, wheel or
+both) into the cache, through pip's configured index."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..core.download import fetch_sdist, fetch_wheel
+from ..core.layout import Layout
+from ..core.pin import BasePin
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("what",
+                        choices=["sdist", "wheel", "all"],
+                        nargs="?",
+                        default="all")
+
+
+def run(args: argparse.Namespace, layout: Layout) -> int:
+    pin = BasePin.load(layout.base_file)
+    if args.what in ("sdist", "all"):
+        print(fetch_sdist(pin, layout.cache))
+    if args.what in ("wheel", "all"):
+        print(fetch_wheel(pin, layout.cache))
+    return 0

@@ -1,0 +1,239 @@
+"""`make setup`: the real CPU runtime in .venv with vllm-src installed
+editable.
+
+Each step is skipped when a stamp says its inputs did not change, so a
+re-run is quick and changes nothing:
+  1. Debian packages (libnuma-dev for numa.h, ccache, a C++ compiler)
+  2. .venv with ci/requirements-cpu.txt + the base's requirements/common.txt
+  3. vLLM's CPU extension built from vllm-src and vllm-src installed
+     editable. The compile goes through ccache (vLLM's setup.py uses it
+     when present), whose cache lives outside the checkout, so a fresh
+     clone relinks in seconds and only changed csrc/ or CMake inputs
+     recompile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from ..core.errors import UserError, progress
+from ..core.layout import REPO, Layout
+from ..core.pin import BasePin
+from ..core.proc import run_process
+
+APT_PACKAGES = {
+    "libnuma-dev": "/usr/include/numa.h",
+    "ccache": None,
+    "g++": None,
+    "git": None
+}
+REQUIREMENTS = REPO / "ci" / "requirements-cpu.txt"
+# Exact versions (a freeze of a working venv): reproducible, and pip need
+# not search.
+CONSTRAINTS = REPO / "ci" / "constraints-cpu.txt"
+TORCH_CMAKE_DIR = REPO / "ci" / "cmake"
+# Inputs of the compiled extension; Python-only patches never change these.
+EXT_INPUTS = ("csrc", "cmake", "CMakeLists.txt", "setup.py")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    pass
+
+
+def run(args: argparse.Namespace, layout: Layout) -> int:
+    setup(layout)
+    return 0
+
+
+def setup(layout: Layout) -> None:
+    pin = BasePin.load(layout.base_file)
+    if not (layout.src / "setup.py").exists():
+        raise UserError(f"{layout.src} is not materialized",
+                        "run `make apply` first")
+    ensure_apt_packages()
+    ensure_venv(layout)
+    ensure_requirements(layout)
+    ensure_vllm(layout, pin)
+    check_runtime(layout)
+
+
+# ---------------------------------------------------------------- 1. apt
+
+
+def _dpkg_installed(pkg: str) -> bool:
+    proc = subprocess.run(["dpkg-query", "-W", "-f=${Status}", pkg],
+                          stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL,
+                          text=True)
+    return proc.returncode == 0 and "install ok installed" in proc.stdout
+
+
+def ensure_apt_packages() -> None:
+    if shutil.which("dpkg-query") is None:
+        missing = [
+            p for p, probe in APT_PACKAGES.items()
+            if probe and not Path(probe).exists()
+        ]
+        if missing:
+            raise UserError(f"missing system packages: {', '.join(missing)}",
+                            "install them with your package manager")
+        return
+    missing = [p for p in APT_PACKAGES if not _dpkg_installed(p)]
+    if not missing:
+        return
+    if os.geteuid() != 0:
+        raise UserError(f"missing Debian packages: {', '.join(missing)}",
+                        f"sudo apt-get install -y {' '.join(missing)}")
+    progress(f"installing Debian packages: {', '.join(missing)}")
+    env = {"DEBIAN_FRONTEND": "noninteractive"}
+    run_process(["apt-get", "update", "-q"], env=env)
+    run_process([
+        "apt-get", "install", "-y", "-q", "--no-install-recommends", *missing
+    ],
+                env=env)
+
+
+# ---------------------------------------------------------------- 2. venv
+
+
+def stamp(venv: Path, name: str) -> Path:
+    """The file that says step `name` of the setup is done for its inputs."""
+    return venv / f".pstack-{name}"
+
+
+def _stamp_matches(venv: Path, name: str, key: str) -> bool:
+    p = stamp(venv, name)
+    return p.exists() and p.read_text().strip() == key
+
+
+def _digest(*parts: bytes) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(hashlib.sha256(part).digest())
+    return h.hexdigest()[:16]
+
+
+def ensure_venv(layout: Layout) -> None:
+    if sys.version_info[:2] not in ((3, 10), (3, 11), (3, 12)):
+        raise UserError(
+            f"python {sys.version.split()[0]} is not supported by vLLM "
+            "0.9.2 + IPEX 2.6", "run make with PYTHON=python3.11")
+    py = layout.venv_python
+    if py.exists() and subprocess.run([py, "-c", "import sys"]).returncode:
+        progress(f"{layout.venv} is broken; recreating it")
+        shutil.rmtree(layout.venv)
+    if not py.exists():
+        progress(f"creating {layout.venv}")
+        run_process([sys.executable, "-m", "venv", layout.venv])
+
+
+def ensure_requirements(layout: Layout) -> None:
+    common = layout.src / "requirements" / "common.txt"
+    key = _digest(REQUIREMENTS.read_bytes(), CONSTRAINTS.read_bytes(),
+                  common.read_bytes())
+    if _stamp_matches(layout.venv, "deps", key):
+        return
+    progress("installing the CPU runtime into .venv (torch, IPEX, vLLM "
+             "requirements; several GB on the first run)")
+    run_process([
+        layout.venv_python, "-m", "pip", "install", "--progress-bar", "off",
+        "-r", REQUIREMENTS, "-r", common, "-c", CONSTRAINTS
+    ])
+    stamp(layout.venv, "deps").write_text(key + "\n")
+
+
+# ---------------------------------------------------------------- 3. vllm
+
+
+def extension_key(src: Path, pin: BasePin, torch_version: str) -> str:
+    """Hash of everything the compiled extension depends on."""
+    h = hashlib.sha256(
+        f"{pin.version}|{torch_version}|{sys.version_info[:2]}".encode())
+    h.update((TORCH_CMAKE_DIR / "TorchConfig.cmake").read_bytes())
+    for item in EXT_INPUTS:
+        root = src / item
+        files = sorted(root.rglob("*")) if root.is_dir() else [root]
+        for f in files:
+            if f.is_file():
+                h.update(str(f.relative_to(src)).encode())
+                h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def build_env(layout: Layout, version: str) -> dict[str, str]:
+    """Environment for compiling vLLM's CPU target with this machine's
+    toolchain."""
+    return {
+        "VLLM_TARGET_DEVICE": "cpu",
+        # The AVX512 path makes CMake download oneDNN, which is not
+        # reachable here.
+        "VLLM_CPU_DISABLE_AVX512": "true",
+        "MAX_JOBS": os.environ.get("MAX_JOBS", str(os.cpu_count() or 2)),
+        "Torch_DIR": str(TORCH_CMAKE_DIR),
+        "Torch_ROOT": str(TORCH_CMAKE_DIR),
+        "CCACHE_DIR": str(layout.cache / "ccache"),
+        # Paths relative to the checkout and no cwd in the hash: a fresh
+        # clone anywhere on the machine hits the same cache entries.
+        "CCACHE_BASEDIR": str(layout.root),
+        "CCACHE_NOHASHDIR": "1",
+        # A tree with patch commits would otherwise be versioned 0.9.3.devN.
+        "SETUPTOOLS_SCM_PRETEND_VERSION": version,
+        "PATH":
+        f"{layout.venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+
+
+def ensure_vllm(layout: Layout, pin: BasePin) -> None:
+    """Compile the CPU extension in place and install vllm-src editable.
+
+    `setup.py develop` is vLLM's documented CPU development install. Unlike
+    `pip install -e`, it builds in vllm-src/build (ignored by git, kept
+    across `make apply`), so CMake/ninja rebuild only what changed, and the
+    CPU wheel build reuses the same objects.
+    """
+    src, py = layout.src, layout.venv_python
+    torch_version = run_process(
+        [py, "-c", "import torch; print(torch.__version__)"],
+        capture=True).stdout.strip()
+    key = f"{extension_key(src, pin, torch_version)}|{src.resolve()}"
+    so = src / "vllm" / "_C.abi3.so"
+    if _stamp_matches(layout.venv, "vllm", key) and so.exists():
+        return
+    progress("building vLLM's CPU extension and installing vllm-src editable "
+             "(3-4 minutes on 2 cores when the compiler cache is cold)")
+    # A previous install (editable or not) would shadow or confuse this one.
+    run_process([py, "-m", "pip", "uninstall", "-y", "-q", "vllm"],
+                check=False,
+                capture=True)
+    proc = run_process([py, "setup.py", "develop", "--no-deps"],
+                       cwd=src,
+                       env=build_env(layout, pin.version),
+                       check=False)
+    if proc.returncode != 0 or not so.exists():
+        raise UserError(
+            "building vLLM's CPU extension failed (output above)",
+            "fix the cause and re-run `make setup`; finished objects are "
+            "reused")
+    stamp(layout.venv, "vllm").write_text(key + "\n")
+
+
+def check_runtime(layout: Layout) -> None:
+    code = ("import vllm, vllm._C\n"
+            "from vllm.platforms import current_platform as p\n"
+            "assert p.is_cpu(), p\n"
+            "import intel_extension_for_pytorch\n"
+            "print('vllm', vllm.__version__, 'on', type(p).__name__)\n")
+    proc = run_process([layout.venv_python, "-c", code],
+                       capture=True,
+                       check=False)
+    if proc.returncode != 0:
+        last = proc.stderr.strip().splitlines()[-1]
+        raise UserError(f"the CPU runtime does not import: {last}",
+                        "re-run `make setup`")
+    progress(proc.stdout.strip().splitlines()[-1])

@@ -1,0 +1,6 @@
+"""The test and evaluation harness: the test run, check-bisect, the lm-eval
+gate, the stress test, the demo and the benchmarks, with what they share
+(local models, hub stand-ins, the offline environment, the engine probe).
+
+These run in .venv, next to the patched vLLM.
+"""

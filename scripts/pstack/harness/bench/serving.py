@@ -1,0 +1,255 @@
+"""`make bench B=serving`: what offloading buys behind `vllm serve`.
+
+First the time to first token by prompt length (ttft.py), drawn as
+docs/img/ttft-by-prompt-length.png. Then
+
+vLLM's own benchmarks/benchmark_serving.py (from vllm-src) drives `vllm serve`
+without and with the OffloadingConnector, side by side in one run, on two
+workloads of the same prompt lengths:
+  reuse     documents asked about several times in shuffled order; together
+            they are several times the GPU KV cache, so most repeats find
+            their document evicted from the GPU prefix cache;
+  no reuse  every prompt new: what offloading costs when it cannot help.
+The CPU-tier hit rate is read from the server's /metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ...core.errors import progress
+from ...core.layout import Layout
+from ..testenv import ENGINE_ENV
+from ..tiny_models import generate
+from . import ttft
+from .charts import write_ttft_chart
+
+BLOCK_SIZE = 16
+# 1,536 tokens of GPU KV cache: two or three documents.
+NUM_GPU_BLOCKS = 96
+NUM_DOCUMENTS = 12
+DOCUMENT_WORDS = 450
+QUESTIONS_PER_DOCUMENT = 3
+OUTPUT_TOKENS = 16
+MAX_CONCURRENCY = 2
+OFFLOADING = {
+    "kv_connector": "OffloadingConnector",
+    "kv_role": "kv_both",
+    "kv_connector_extra_config": {
+        "num_cpu_blocks": 2048
+    },
+}
+WORDS = [
+    "cache", "block", "layer", "token", "prefix", "offload", "memory", "copy",
+    "store", "load", "tier", "engine", "request", "model", "batch", "step",
+    "worker", "query", "key", "value", "head", "page", "hit", "miss", "evict",
+    "red", "green", "blue", "river", "stone", "cloud", "light", "paper",
+    "number", "answer", "question"
+]
+
+
+def _text(rng: random.Random, num_words: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(num_words))
+
+
+def write_workloads(out: Path) -> dict[str, Path]:
+    """The two workloads as benchmark_serving custom datasets (JSONL)."""
+    rng = random.Random(0)
+    documents = [_text(rng, DOCUMENT_WORDS) for _ in range(NUM_DOCUMENTS)]
+    reuse = [
+        f"{doc}\nQuestion {q}: {_text(rng, 8)}?" for doc in documents
+        for q in range(QUESTIONS_PER_DOCUMENT)
+    ]
+    unique = [
+        f"{_text(rng, DOCUMENT_WORDS)}\nQuestion 0: {_text(rng, 8)}?"
+        for _ in reuse
+    ]
+    paths = {}
+    for name, prompts in (("reuse", reuse), ("no reuse", unique)):
+        path = out / f"{name.replace(' ', '-')}.jsonl"
+        path.write_text("".join(
+            json.dumps({"prompt": p}) + "\n" for p in prompts))
+        paths[name] = path
+    return paths
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def served(model: str, env: dict[str, str], log: Path,
+           kv_transfer_config: dict | None) -> Iterator[str]:
+    """`vllm serve model` for the duration of the block; yields its URL."""
+    port = _free_port()
+    args = [
+        sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", model,
+        "--port",
+        str(port), "--dtype", "float32", "--enforce-eager", "--block-size",
+        str(BLOCK_SIZE), "--num-gpu-blocks-override",
+        str(NUM_GPU_BLOCKS), "--max-model-len", "2048", "--max-num-seqs", "4",
+        "--seed", "0", "--disable-log-requests"
+    ]
+    if kv_transfer_config is not None:
+        args += ["--kv-transfer-config", json.dumps(kv_transfer_config)]
+    url = f"http://127.0.0.1:{port}"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(args,
+                                env=env,
+                                stdout=out,
+                                stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 600
+        while True:
+            if proc.poll() is not None:
+                raise SystemExit(
+                    f"vllm serve exited with {proc.returncode}; see {log}")
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=5):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise SystemExit(
+                        f"vllm serve did not start; see {log}") from None
+                time.sleep(1)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _metric(url: str, name: str) -> float:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=30) as response:
+        text = response.read().decode()
+    return sum(
+        float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+        if line.startswith(name + "{") or line.startswith(name + " "))
+
+
+def run_benchmark(layout: Layout, url: str, model: str, dataset: Path,
+                  env: dict[str, str], result: Path) -> dict:
+    num_prompts = len(dataset.read_text().splitlines())
+    cmd = [
+        sys.executable,
+        str(layout.src / "benchmarks" / "benchmark_serving.py"),
+        "--backend",
+        "vllm",
+        "--base-url",
+        url,
+        "--model",
+        model,
+        "--dataset-name",
+        "custom",
+        "--dataset-path",
+        str(dataset),
+        "--custom-skip-chat-template",
+        "--custom-output-len",
+        str(OUTPUT_TOKENS),
+        "--ignore-eos",
+        "--num-prompts",
+        str(num_prompts),
+        "--max-concurrency",
+        str(MAX_CONCURRENCY),
+        "--request-rate",
+        "inf",
+        # All three: saving the result needs them (benchmark_serving.py of
+        # vLLM 0.9.2 fails without tpot and itl).
+        "--percentile-metrics",
+        "ttft,tpot,itl",
+        "--metric-percentiles",
+        "50,99",
+        "--save-result",
+        "--result-dir",
+        str(result.parent),
+        "--result-filename",
+        result.name,
+        "--seed",
+        "0"
+    ]
+    proc = subprocess.run(cmd,
+                          env=env,
+                          cwd=layout.src,
+                          text=True,
+                          stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        raise SystemExit(
+            f"benchmark_serving.py failed:\n{proc.stdout[-3000:]}")
+    return json.loads(result.read_text())
+
+
+def chart_file(layout: Layout) -> Path:
+    return layout.docs / "img" / "ttft-by-prompt-length.png"
+
+
+def run(layout: Layout) -> None:
+    ttft_rows = ttft.run(layout)
+    print(
+        "\n## vllm serve without and with the OffloadingConnector "
+        "(benchmark_serving.py; CPU engine, bench-llama fp32; "
+        f"{NUM_DOCUMENTS} documents of ~{DOCUMENT_WORDS} words x "
+        f"{QUESTIONS_PER_DOCUMENT} questions, GPU KV cache "
+        f"{NUM_GPU_BLOCKS * BLOCK_SIZE} tokens, {MAX_CONCURRENCY} clients, "
+        f"{OUTPUT_TOKENS} output tokens)",
+        flush=True)
+    model = str(generate("bench-llama"))
+    out = layout.build / "bench-serving"
+    out.mkdir(parents=True, exist_ok=True)
+    workloads = write_workloads(out)
+    env = {**os.environ, **ENGINE_ENV}
+    env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
+    rows = []
+    for workload, dataset in workloads.items():
+        for name, config in (("no connector", None), ("offloading",
+                                                      OFFLOADING)):
+            progress(f"serving: {workload}, {name}")
+            tag = f"{dataset.stem}-{name.replace(' ', '-')}"
+            with served(model, env, out / f"{tag}.log", config) as url:
+                result = run_benchmark(layout, url, model, dataset, env,
+                                       out / f"{tag}.json")
+                hits = _metric(url, "vllm:kv_offload_hit_tokens_total")
+                lookups = _metric(url, "vllm:kv_offload_lookup_tokens_total")
+            rows.append({
+                "workload": workload,
+                "server": name,
+                "hit_rate": hits / lookups if lookups else None,
+                **result
+            })
+
+    print(f"{'workload':>9} {'server':>13} {'TTFT p50 ms':>12} "
+          f"{'TTFT p99 ms':>12} {'out tok/s':>10} {'CPU-tier hit rate':>18}")
+    for r in rows:
+        hit_rate = ("-" if r["hit_rate"] is None else
+                    f"{r['hit_rate'] * 100:.1f}%")
+        print(f"{r['workload']:>9} {r['server']:>13} "
+              f"{r['p50_ttft_ms']:>12.0f} {r['p99_ttft_ms']:>12.0f} "
+              f"{r['output_throughput']:>10.2f} {hit_rate:>18}")
+    by = {(r["workload"], r["server"]): r["output_throughput"] for r in rows}
+    reuse = by["reuse", "offloading"] / by["reuse", "no connector"]
+    no_reuse = by["no reuse", "offloading"] / by["no reuse", "no connector"]
+    print(f"reuse: offloading / no connector = {reuse:.2f}x throughput "
+          f"(target >= 2x: {'met' if reuse >= 2 else 'NOT met'})")
+    print(f"no reuse: offloading / no connector = {no_reuse:.3f}x throughput "
+          f"(target >= 0.98x: {'met' if no_reuse >= 0.98 else 'NOT met'})")
+
+    chart = chart_file(layout)
+    write_ttft_chart(
+        ttft_rows, "Time to first token, CPU engine, bench-llama fp32 "
+        "(make bench B=serving)", chart)
+    print(f"chart: {chart.relative_to(layout.root)} (TTFT by prompt length: "
+          "recomputed, CPU-tier hit, GPU hit)")

@@ -1,0 +1,224 @@
+"""`make check-bisect`: every prefix of the series stands on its own.
+
+For each patch, in a scratch worktree of vllm-src checked out at that patch
+(the base plus the patches before it): the Python files it touches compile,
+pass the base's linters (ruff, yapf, isort with the base's own settings),
+and the vLLM test files it adds or modifies pass. The compiled extension and
+the venv are shared: the series changes Python only.
+
+Two ways to save time:
+- Called from `make test` (`tip_results`), a patch's test file that is
+  byte-identical at the tip is not run again at the prefix: make test has
+  just run it at the tip, and its result there is reported. This catches a
+  test file a later patch changed, not a later patch that fixes code an
+  unchanged test needs; `make check-bisect` alone runs every file at every
+  prefix.
+- A prefix whose tree, test files and environment (venv, test setup, this
+  tool) were already checked and passed at its own prefix, as recorded in
+  build/check-bisect.json, is not checked again (`--again` forces it).
+
+Results (per patch: tree id, checks, test summary, where the tests ran) are
+kept in build/check-bisect.json; `make pr` quotes them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from ..build.setup_env import stamp
+from ..core.check_results import PatchResult, load_results, save_results
+from ..core.errors import UserError, progress
+from ..core.gitrepo import GitRepo
+from ..core.layout import Layout
+from ..core.pin import BasePin
+from ..core.vllm_src import SERIES, VllmSrc
+from .lint import LINTERS, lint
+from .testenv import DESELECT_FILE, deselected, test_env
+
+HERE = Path(__file__).parent
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-tests",
+                        action="store_true",
+                        help="compile and lint only (fast)")
+    parser.add_argument("--again",
+                        action="store_true",
+                        help="re-check prefixes already recorded as passing")
+    parser.add_argument("--json",
+                        type=Path,
+                        help="also write this run's results here")
+
+
+def run(args: argparse.Namespace, layout: Layout) -> int:
+    start = time.monotonic()
+    results = check_bisect(layout, args.no_tests, reuse=not args.again)
+    print_report(results)
+    if args.json:
+        args.json.write_text(json.dumps([asdict(r) for r in results],
+                                        indent=2))
+    failed = [r.subject for r in results if not r.ok]
+    if failed:
+        raise UserError("not bisectable at: " + "; ".join(failed))
+    print(f"\ncheck-bisect: all {len(results)} prefixes of the series pass "
+          f"({time.monotonic() - start:.0f}s)")
+    return 0
+
+
+def env_key() -> str:
+    """What besides the tree decides a check's outcome: the Python and the
+    venv's packages, the test setup and this tool."""
+    h = hashlib.sha256(sys.version.encode())
+    inputs = (stamp(Path(sys.prefix), "deps"), DESELECT_FILE,
+              HERE / "check_bisect.py", HERE / "lint.py", HERE / "testenv.py",
+              HERE / "hub_standins.py", HERE / "tiny_models.py")
+    for f in inputs:
+        h.update(f.read_bytes() if f.exists() else b"-")
+    return h.hexdigest()[:16]
+
+
+def check_patch(tree: GitRepo, commit: str, env: dict[str,
+                                                      str], skip_tests: bool,
+                deselect: list[str], covered: dict[str, str]) -> PatchResult:
+    """Check one prefix. `covered`: test files whose result at the tip
+    stands for this prefix."""
+    start = time.monotonic()
+    tree.git("checkout", "-q", "--detach", commit)
+    result = PatchResult(tree.subject(commit), commit, tree.tree(commit))
+    py = [f for f in tree.changed_files(commit, "AM") if f.endswith(".py")]
+    run_env = {**os.environ, **env, "PYTHONPATH": str(tree.path)}
+
+    def python(args: list[str]) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, *args],
+                              cwd=tree.path,
+                              env=run_env,
+                              text=True,
+                              stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT)
+
+    proc = python(["-m", "compileall", "-q", *py]) if py else None
+    if proc is None or proc.returncode == 0:
+        result.checks["compile"] = "ok"
+    else:
+        result.checks["compile"] = (proc.stdout.strip().splitlines()
+                                    or ["failed"])[-1]
+    for linter in LINTERS:
+        result.checks[linter] = lint(linter, py, tree.path, run_env).summary
+    result.tests = [f for f in py if Path(f).name.startswith("test_")]
+    result.tests_skipped = skip_tests
+    here = [f for f in result.tests if f not in covered]
+    at_tip = [f for f in result.tests if f in covered]
+    notes, failures = [], []
+    if skip_tests:
+        notes.append("not run (--no-tests)")
+    elif not result.tests:
+        notes.append("no tests in this patch")
+    if here and not skip_tests:
+        t0 = time.monotonic()
+        proc = python([
+            "-m", "pytest", "-q", "-p", "no:cacheprovider",
+            *[f"--deselect={d}" for d in deselect], *here
+        ])
+        summary = (proc.stdout.strip().splitlines() or ["no output"])[-1]
+        print(f"    {summary}  ({time.monotonic() - t0:.0f}s)", flush=True)
+        notes.append(f"{len(here)} file(s) here: {summary}")
+        if proc.returncode != 0:
+            failed = [
+                line for line in proc.stdout.splitlines()
+                if line.startswith(("FAILED ", "ERROR "))
+            ]
+            for line in failed:
+                print(f"    {line}", flush=True)
+            failures.append(summary + (f" ({failed[0]})" if failed else ""))
+    if at_tip and not skip_tests:
+        result.tip_files = at_tip
+        notes.append(f"{len(at_tip)} file(s) identical at the tip, run there "
+                     "by make test")
+        print(
+            f"    {len(at_tip)} test file(s) as at the tip: result of make "
+            "test's run",
+            flush=True)
+        failures += [
+            f"{f}: {covered[f]}" for f in at_tip if covered[f] != "ok"
+        ]
+    result.checks["tests"] = "ok" if not failures else "; ".join(
+        failures)[:200]
+    result.ran = "; ".join(notes)
+    result.seconds = round(time.monotonic() - start, 1)
+    result.date = time.strftime("%Y-%m-%d %H:%M:%S")
+    return result
+
+
+def check_bisect(layout: Layout,
+                 skip_tests: bool = False,
+                 tip_results: dict[str, str] | None = None,
+                 reuse: bool = True,
+                 results_file: Path | None = None) -> list[PatchResult]:
+    """Check every prefix. `tip_results` (test file -> outcome of make
+    test's run at the tip) lets a prefix reuse the tip's run of a file it
+    shares with the tip."""
+    results_file = results_file or layout.check_results
+    pin = BasePin.load(layout.base_file)
+    src = VllmSrc(layout.src)
+    commits = src.series_commits(pin)
+    if not commits:
+        raise UserError("the series is empty", "nothing to check")
+    tip = commits[-1]
+    env = test_env()
+    deselect = deselected()
+    key = env_key()
+    known = {
+        r.tree: r
+        for r in load_results(results_file) if r.env == key and r.complete
+    }
+    tree = None
+    results = []
+    for i, commit in enumerate(commits, 1):
+        progress(f"[{i}/{len(commits)}] {src.subject(commit)[:70]}")
+        record = known.get(src.tree(commit))
+        if reuse and not skip_tests and record:
+            results.append(
+                replace(record,
+                        commit=commit,
+                        reused_from=record.date,
+                        ran=f"as recorded on {record.date} for this tree: "
+                        f"{record.ran}"))
+            print(
+                f"    same tree, tools and venv as the passing check of "
+                f"{record.date}: not re-run",
+                flush=True)
+            continue
+        covered = {}
+        if tip_results:
+            # Test files that are the same at the tip: make test ran them
+            # there.
+            differ = set(
+                src.git("diff", "--name-only", commit, tip, "--",
+                        *tip_results).split())
+            covered = {f: v for f, v in tip_results.items() if f not in differ}
+        if tree is None:
+            tree = src.scratch_worktree(layout.build / "bisect", SERIES)
+        r = check_patch(tree, commit, env, skip_tests, deselect, covered)
+        r.env = key
+        results.append(r)
+    if not skip_tests:  # reused records stay as they were
+        save_results(results_file, [r for r in results if not r.reused_from])
+    return results
+
+
+def print_report(results: list[PatchResult]) -> None:
+    checks = list(results[0].checks)
+    print("\n" + " | ".join(["#", "patch", *checks, "tests ran", "s"]))
+    for i, r in enumerate(results, 1):
+        print(" | ".join([
+            str(i), r.subject[:60], *(r.checks.get(c, "-") for c in checks),
+            r.ran, f"{r.seconds:.0f}"
+        ]))

@@ -1,0 +1,372 @@
+"""`make lm-eval`: the correctness gate of KV offloading, through lm-eval's
+vLLM backend.
+
+Every configuration runs in its own process (worker.py) and evaluates the
+same tasks twice on one engine. Between the passes the worker waits until
+all KV stores have committed and resets the GPU prefix cache, so with the
+OffloadingConnector pass 2 loads the prompts' KV from the CPU tier.
+
+Profiles:
+  cpu (default, CI): the generated tiny models on the local task
+      ci/lm-eval/pstack_offload_gen.yaml, fully offline. Random weights
+      make accuracy meaningless, so every sample's response must be
+      IDENTICAL across the baseline (no connector) and the offloading
+      configurations, pass 1 and pass 2.
+  gpu: a real instruct model (MODEL=<hub id or path>) on lm-eval's gsm8k,
+      downloading both; GPU kernels are not batch-invariant, so each run's
+      accuracy must be within --tolerance of the baseline's pass 1.
+In both, pass 2 of each offloading configuration must show CPU-tier hits.
+Exit status: 0 gate passed, 1 gate failed (a mismatch, no CPU hits, a
+crashed configuration), 2 it could not start (setup, arguments).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ...core.errors import UserError, progress
+from ...core.layout import REPO, Layout
+from ..testenv import ENGINE_ENV
+from .protocol import PROGRESS_PREFIX, ConfigSpec, RunResult, WorkerJob
+from .task import TASK_DIR
+from .verdict import format_report, judge
+
+CONNECTOR = {"kv_connector": "OffloadingConnector", "kv_role": "kv_both"}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--profile", choices=["cpu", "gpu"], default="cpu")
+    parser.add_argument("--model",
+                        action="append",
+                        help="cpu: restrict to these tiny models; gpu: "
+                        "required, hub id or path")
+    parser.add_argument("--config",
+                        action="append",
+                        metavar="NAME",
+                        help="run only configurations with this name (e.g. "
+                        "baseline)")
+    parser.add_argument("--task",
+                        action="append",
+                        help="evaluate these tasks instead (lm-eval names; "
+                        "cpu: local tasks only)")
+    parser.add_argument("--limit",
+                        type=int,
+                        default=250,
+                        help="gpu: gsm8k questions")
+    parser.add_argument("--tolerance",
+                        type=float,
+                        default=0.05,
+                        help="gpu: largest allowed accuracy difference to "
+                        "the baseline")
+    parser.add_argument("--out",
+                        type=Path,
+                        default=None,
+                        help="results directory (default out/lm-eval/"
+                        "<profile>)")
+    parser.add_argument("--list",
+                        action="store_true",
+                        help="print the configurations and exit")
+    parser.add_argument("--inject-fault",
+                        choices=["zero-cpu-tier"],
+                        help="self-test: wipe the CPU tier's KV data before "
+                        "pass 2; the gate must then fail")
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    model: str
+    name: str
+    # kv_connector_extra_config of the OffloadingConnector; None: no
+    # connector.
+    offload: dict | None = None
+
+    @property
+    def label(self) -> str:
+        # A local model directory is named by its last component.
+        model = (Path(self.model).name
+                 if os.path.isabs(self.model) else self.model)
+        return f"{model}/{self.name}"
+
+
+@dataclass
+class Profile:
+    name: str
+    tasks: list[str]
+    # lm-eval's own tasks (gsm8k) besides the local ones in ci/lm-eval.
+    builtin_tasks: bool
+    configs: list[GateConfig]
+    base_args: dict
+    env: dict[str, str]
+    exact: bool
+    limit: int | None = None
+    tolerance: float = 0.0
+
+
+# Tiny models: the prompts are 363..500 tokens, a shared prefix of 336; the
+# working set is 299 offloaded blocks of 16 tokens, 161 of 32, 68 of 64.
+CPU_CONFIGS = [
+    GateConfig("tiny-llama", "baseline"),
+    GateConfig("tiny-llama", "offload-b16-lru", {
+        "num_cpu_blocks": 512,
+        "block_size": 16
+    }),
+    # A pool smaller than the working set: pass 2 mixes hits and misses.
+    GateConfig("tiny-llama", "offload-b64-arc-evicting", {
+        "num_cpu_blocks": 40,
+        "block_size": 64,
+        "eviction_policy": "arc"
+    }),
+    GateConfig("tiny-llama-gqa", "baseline"),
+    GateConfig("tiny-llama-gqa", "offload-b32-bytes", {
+        "cpu_bytes_to_use": 16 << 20,
+        "block_size": 32
+    }),
+]
+# 250 gsm8k 5-shot prompts are about 200k tokens, 4-7 GiB of KV for a 1-8B
+# model: 8 GiB holds them, 2 GiB evicts.
+GPU_CONFIG_NAMES = [("baseline", None),
+                    ("offload-b16", {
+                        "cpu_bytes_to_use": 8 << 30,
+                        "block_size": 16
+                    }),
+                    ("offload-b64-evicting", {
+                        "cpu_bytes_to_use": 2 << 30,
+                        "block_size": 64
+                    })]
+
+
+def cpu_profile(models: list[str] | None) -> Profile:
+    known = sorted({c.model for c in CPU_CONFIGS})
+    for m in models or []:
+        if m not in known:
+            raise UserError(
+                f"the cpu profile has no model {m!r}",
+                f"choose from {', '.join(known)}, or use PROFILE=gpu for a "
+                "hub model")
+    return Profile(
+        name="cpu",
+        tasks=["pstack_offload_gen", "pstack_offload_ll", "pstack_offload_mc"],
+        builtin_tasks=False,
+        configs=[c for c in CPU_CONFIGS if not models or c.model in models],
+        base_args={
+            "dtype": "bfloat16",
+            "max_model_len": 1024,
+            "seed": 0,
+            "enforce_eager": True,
+            "enable_prefix_caching": True,
+            "block_size": 16,
+            "batch_size": "auto"
+        },
+        env={
+            **ENGINE_ENV, "VLLM_CPU_KVCACHE_SPACE": "1"
+        },
+        exact=True)
+
+
+def gpu_profile(models: list[str] | None, limit: int,
+                tolerance: float) -> Profile:
+    if not models:
+        raise UserError(
+            "the gpu profile needs a model",
+            "make lm-eval PROFILE=gpu MODEL=Qwen/Qwen2.5-1.5B-Instruct (any "
+            "1-8B instruct model vLLM 0.9.2 supports)")
+    return Profile(name="gpu",
+                   tasks=["gsm8k"],
+                   builtin_tasks=True,
+                   configs=[
+                       GateConfig(m, name, extra) for m in models
+                       for name, extra in GPU_CONFIG_NAMES
+                   ],
+                   base_args={
+                       "dtype": "auto",
+                       "max_model_len": 4096,
+                       "seed": 0,
+                       "gpu_memory_utilization": 0.8,
+                       "enable_prefix_caching": True,
+                       "block_size": 16,
+                       "batch_size": "auto"
+                   },
+                   env={
+                       "VLLM_NO_USAGE_STATS": "1",
+                       "DO_NOT_TRACK": "1"
+                   },
+                   exact=False,
+                   limit=limit,
+                   tolerance=tolerance)
+
+
+def model_path(profile: Profile, model: str) -> str:
+    if profile.name == "cpu":
+        from ..tiny_models import generate
+        return str(generate(model))
+    return model
+
+
+# ---------------------------------------------------------------- running
+
+
+def _files(out: Path, config: GateConfig) -> tuple[Path, Path]:
+    """The configuration's result and log files."""
+    stem = config.label.replace("/", "__")
+    return out / f"{stem}.json", out / f"{stem}.log"
+
+
+def spec_of(profile: Profile, config: GateConfig, out: Path,
+            fault: str | None) -> ConfigSpec:
+    args = {
+        "pretrained": model_path(profile, config.model),
+        **profile.base_args,
+    }
+    if config.offload is not None:
+        args["kv_transfer_config"] = {
+            **CONNECTOR,
+            "kv_connector_extra_config": config.offload,
+        }
+    result_file, log_file = _files(out, config)
+    return ConfigSpec(name=config.label,
+                      model_args=args,
+                      tasks=profile.tasks,
+                      include_path=str(TASK_DIR),
+                      include_defaults=profile.builtin_tasks,
+                      limit=profile.limit,
+                      output=str(result_file),
+                      log=str(log_file),
+                      fault=fault)
+
+
+def _worker(profile: Profile, job: WorkerJob, log_file: Path) -> None:
+    """Run the worker on `job`, echoing its progress lines; the rest goes to
+    `log_file`.
+
+    The configurations write their own logs; this one has what the worker
+    printed outside of them (imports, a crash before the first fork).
+    """
+    env = {
+        **os.environ,
+        **profile.env,
+        "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+        "PYTHONPATH": str(REPO / "scripts"),
+    }
+    with open(log_file, "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pstack.harness.lm_eval.worker"],
+            # The local task's data_files are relative to its directory.
+            cwd=TASK_DIR,
+            env=env,
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT)
+        proc.stdin.write(job.to_json())
+        proc.stdin.close()
+        for line in proc.stdout:
+            if line.startswith(PROGRESS_PREFIX):
+                progress(line[len(PROGRESS_PREFIX):].rstrip())
+            else:
+                log.write(line)
+        log.write(f"worker exit status {proc.wait()}\n")
+
+
+def _collect(config: GateConfig, result_file: Path, log_file: Path,
+             worker_log: Path) -> RunResult:
+    """The worker's result for one configuration, or why there is none."""
+    data = (json.loads(result_file.read_text())
+            if result_file.exists() else {})
+    if "passes" in data:
+        data.update(label=config.label,
+                    model=config.model,
+                    offload_config=config.offload)
+        return RunResult.from_json(data)
+    error = data.get("error")
+    if error is None:
+        log = log_file if log_file.exists() else worker_log
+        tail = log.read_text().splitlines()[-12:] if log.exists() else []
+        error = (f"no result; last lines of {log}:\n    " +
+                 "\n    ".join(tail))
+    return RunResult(label=config.label, model=config.model, error=error)
+
+
+def run_configs(profile: Profile,
+                out: Path,
+                timeout: float = 900,
+                fault: str | None = None) -> list[RunResult]:
+    """Evaluate every configuration on a fresh engine.
+
+    cpu: one worker imports lm-eval and vLLM once and forks a child per
+    configuration (imports cost more than the tiny models' evaluation).
+    gpu: one worker process per configuration.
+    """
+    specs = []
+    for config in profile.configs:
+        _files(out, config)[0].unlink(missing_ok=True)
+        specs.append(spec_of(profile, config, out, fault))
+    worker_log = out / "worker.log"
+    if profile.name == "cpu":
+        _worker(profile, WorkerJob(specs, fork=True, timeout=timeout),
+                worker_log)
+    else:
+        for spec in specs:
+            _worker(profile, WorkerJob([spec], fork=False, timeout=timeout),
+                    worker_log)
+    return [_collect(c, *_files(out, c), worker_log) for c in profile.configs]
+
+
+# ---------------------------------------------------------------- main
+
+
+def check_lm_eval() -> None:
+    proc = subprocess.run([sys.executable, "-c", "import lm_eval, vllm"],
+                          text=True,
+                          stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["?"])[-1]
+        raise UserError(
+            f"{sys.executable} cannot import lm_eval and vllm: {last}",
+            "run `make setup` (cpu profile), or install the patched wheel "
+            "and lm-eval==0.4.13 into the Python given as PYTHON= (gpu "
+            "profile)")
+
+
+def run(args: argparse.Namespace, layout: Layout) -> int:
+    if args.profile == "cpu":
+        profile = cpu_profile(args.model)
+    else:
+        profile = gpu_profile(args.model, args.limit, args.tolerance)
+    if args.config:
+        unknown = set(args.config) - {c.name for c in profile.configs}
+        if unknown:
+            raise UserError(
+                f"unknown configuration {', '.join(sorted(unknown))}",
+                "see --list")
+        profile.configs = [c for c in profile.configs if c.name in args.config]
+    if args.task:
+        profile.tasks = args.task
+    if args.list:
+        for c in profile.configs:
+            extra = json.dumps(c.offload) if c.offload else "no connector"
+            print(f"{c.label:<40} {extra}")
+        return 0
+    out = args.out or layout.out / "lm-eval" / profile.name
+    out.mkdir(parents=True, exist_ok=True)
+    check_lm_eval()
+
+    start = time.monotonic()
+    progress(f"lm-eval gate, {profile.name} profile: {len(profile.configs)} "
+             f"configurations x 2 passes of {', '.join(profile.tasks)}; logs "
+             f"and samples in {out}")
+    runs = run_configs(profile, out, fault=args.inject_fault)
+    verdict = judge(runs, exact=profile.exact, tolerance=profile.tolerance)
+    report = {**asdict(verdict), "passed": verdict.passed}
+    del report["exact"]
+    (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
+    print(format_report(verdict))
+    print(f"gate wall time {time.monotonic() - start:.0f} s")
+    return 0 if verdict.passed else 1

@@ -1,0 +1,59 @@
+"""The environment every test, benchmark and evaluation runs vLLM in:
+offline, on local models, on a small CPU KV cache."""
+
+from __future__ import annotations
+
+import os
+
+from ..core.layout import REPO
+
+DESELECT_FILE = REPO / "ci" / "vllm-tests-deselect.txt"
+
+OFFLINE_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+    # The CPU KV cache is sized in GiB; tests need little.
+    "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
+}
+
+# An engine in this process (so that the offload probe reaches its
+# scheduler) with one OpenMP thread: on 2 shared cores the default (one per
+# core) spins in barriers and makes every decode step ~10x slower.
+ENGINE_ENV = {
+    **OFFLINE_ENV,
+    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+    "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+}
+
+
+def test_env() -> dict[str, str]:
+    """Offline switches, local models, and the hub stand-ins for vLLM's
+    tests."""
+    from .hub_standins import write_standins
+    from .tiny_models import generate
+    return {
+        **OFFLINE_ENV,
+        # vLLM's own unit tests name hub repos only to read their configs.
+        "HF_HUB_CACHE":
+        str(write_standins()),
+        # Engine tests in the series default to an upstream model and take
+        # a local one from here.
+        "VLLM_TEST_TINY_LLAMA":
+        str(generate("tiny-llama")),
+        "VLLM_TEST_TINY_LLAMA_GQA":
+        str(generate("tiny-llama-gqa")),
+    }
+
+
+def deselected() -> list[str]:
+    """Node ids of vLLM tests that cannot run on this kind of machine (with
+    why, in the file)."""
+    ids = []
+    for line in DESELECT_FILE.read_text().splitlines():
+        node = line.split("#", 1)[0].strip()
+        if node:
+            ids.append(node)
+    return ids

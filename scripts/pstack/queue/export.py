@@ -1,0 +1,68 @@
+"""`make export`: write the commits of vllm-src's `series` to patches/.
+
+One patch file per commit, named by its subject, and patches/series in the
+commits' order; files of patches no longer in the series are removed. The
+output is byte-stable: exporting what `make apply` made changes nothing.
+Also regenerates the series table in README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import filecmp
+import shutil
+import tempfile
+from pathlib import Path
+
+from ..core.errors import UserError, progress
+from ..core.layout import Layout
+from ..core.pin import BasePin
+from ..core.series import format_patches, write_series
+from ..core.vllm_src import SERIES, VllmSrc
+from .series_table import update_series_table
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    pass
+
+
+def run(args: argparse.Namespace, layout: Layout) -> int:
+    export(layout)
+    return 0
+
+
+def export(layout: Layout) -> list[str]:
+    """Write the series to patches/; return the patch names in order."""
+    pin = BasePin.load(layout.base_file)
+    src = VllmSrc(layout.src)
+    if not src.exists():
+        raise UserError(f"{src.path} does not exist", "run `make apply` first")
+    src.refuse_operation_in_progress()
+    if src.rev(SERIES) is None:
+        raise UserError(f"{src.path} has no branch `{SERIES}`",
+                        "run `make apply` first")
+    dirty = src.uncommitted_changes()
+    if dirty:
+        print(f"warning: {len(dirty)} uncommitted change(s) in {src.path} "
+              "are not exported (commit them onto the series first)")
+    base = src.base_of_series(pin)
+    layout.patches.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        names = format_patches(src, base, SERIES, Path(tmp))
+        changed = 0
+        for name in names:
+            new, dest = Path(tmp) / name, layout.patches / name
+            if not dest.exists() or not filecmp.cmp(new, dest, shallow=False):
+                shutil.copyfile(new, dest)
+                changed += 1
+    removed = [
+        p for p in layout.patches.glob("*.patch") if p.name not in names
+    ]
+    for p in removed:
+        p.unlink()
+    write_series(layout, names)
+    src.synced_tip_file.write_text(src.rev(SERIES) + "\n")
+    progress(f"exported {len(names)} patches to {layout.patches} "
+             f"({changed} written, {len(removed)} removed)")
+    update_series_table(layout)
+    return names

@@ -1,0 +1,354 @@
+"""`make pr N=<number|name>`: what an upstream pull request needs, per patch.
+
+For each selected patch (all by default) this writes out/pr/<nn>-<slug>/:
+  title.txt  the PR title (the patch subject, already in vLLM's [Tag] style)
+  body.md    why (the commit body), what changed (diffstat), the test plan
+             with its commands, the recorded test results (make
+             check-bisect / make test), `Part of RFC #19854`, what it
+             depends on, DCO status
+  patch      the commit as `git am` takes it, on top of its prerequisites
+and points branch pr/<nn>-<slug> of vllm-src at: the base + the patch's
+prerequisites + the patch. Prerequisites are the earlier patches that
+change a file this patch (or another prerequisite) changes or imports; when
+the patch does not apply on those alone, it is the whole series before it.
+Nothing goes to the network: opening the PR is left to the user.
+
+The DCO check (a Signed-off-by: trailer naming the commit's author, as
+vLLM's DCO bot wants) runs on every selected patch; a failure is reported
+by name after the folders are written, and the command exits non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..core.check_results import load_results
+from ..core.errors import UserError, progress
+from ..core.gitrepo import STACK_COMMITTER
+from ..core.layout import Layout
+from ..core.patch import Patch
+from ..core.pin import BasePin
+from ..core.series import format_patch, read_series
+from ..core.vllm_src import SERIES, VllmSrc
+from .apply import apply
+from .guard import refuse_unexported
+
+RFC = "Part of RFC #19854"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("which",
+                        nargs="*",
+                        help="patch numbers or parts of names (all)")
+
+
+def run(args: argparse.Namespace, layout: Layout) -> int:
+    pr(layout, args.which, layout.out / "pr")
+    return 0
+
+
+@dataclass
+class SeriesPatch:
+    """A patch at its place in the series, and what its PR depends on."""
+
+    number: int
+    name: str  # file in patches/
+    commit: str
+    patch: Patch
+    files: list[str]
+    # Files of the modules its added lines import (they may come from an
+    # earlier patch that shares no file with this one).
+    imports: set[str] = field(default_factory=set)
+    prereqs: list[int] = field(default_factory=list)
+    branch: str = ""
+
+    @property
+    def subject(self) -> str:
+        return self.patch.subject
+
+    @property
+    def slug(self) -> str:
+        return f"{self.number:02d}-{self.name.removesuffix('.patch').lower()}"
+
+
+def _load(layout: Layout, src: VllmSrc, pin: BasePin) -> list[SeriesPatch]:
+    names = read_series(layout)
+    commits = src.series_commits(pin)
+    if len(commits) != len(names):
+        raise UserError(
+            f"branch {SERIES} has {len(commits)} commits, patches/series "
+            f"{len(names)}", "run `make apply` (or `make export`) first")
+    return [
+        SeriesPatch(number,
+                    name,
+                    commit,
+                    Patch.from_commit(src, commit),
+                    src.changed_files(commit),
+                    imports=imported_files(src.git("show", "--format=",
+                                                   commit)))
+        for number, (name, commit) in enumerate(zip(names, commits), 1)
+    ]
+
+
+_IMPORT = re.compile(
+    r"^\+\s*(?:from\s+((?:vllm|tests)[\w.]*)\s+import\s+\(?([\w, ]*)"
+    r"|import\s+((?:vllm|tests)[\w.]*))", re.MULTILINE)
+
+
+def imported_files(diff: str) -> set[str]:
+    """Files that may define the vllm/tests modules imported by added lines:
+    `from a.b import c` may name module a/b or submodule a/b/c."""
+    files: set[str] = set()
+    for from_module, names, module in _IMPORT.findall(diff):
+        modules = [module] if module else [from_module] + [
+            f"{from_module}.{n.strip()}"
+            for n in names.split(",") if n.strip()
+        ]
+        for mod in modules:
+            path = mod.replace(".", "/")
+            files |= {f"{path}.py", f"{path}/__init__.py"}
+    return files
+
+
+def prerequisites(patches: list[SeriesPatch], k: int) -> list[int]:
+    """Numbers of the earlier patches that change what patch k (or they)
+    change or import."""
+    need = set(patches[k - 1].files) | patches[k - 1].imports
+    found = []
+    for p in reversed(patches[:k - 1]):
+        if need & set(p.files):
+            found.append(p.number)
+            need |= set(p.files) | p.imports
+    return sorted(found)
+
+
+def _pick(src: VllmSrc, onto: str, commit: str) -> str | None:
+    """Cherry-pick `commit` onto `onto` in a scratch index (no work tree is
+    touched); None when its diff does not apply there exactly."""
+    index = src.git_dir / "pstack-pr-index"
+    env = {"GIT_INDEX_FILE": str(index)}
+    try:
+        src.git("read-tree", onto, env=env)
+        diff = src.git("diff", "--binary", "--full-index", f"{commit}^",
+                       commit)
+        if src.run("apply", "--cached", input=diff, env=env).returncode:
+            return None
+        tree = src.git("write-tree", env=env).strip()
+    finally:
+        index.unlink(missing_ok=True)
+    name, email, date = src.git("log", "-1", "--format=%an%x00%ae%x00%ad",
+                                "--date=raw", commit).split("\0")
+    env = {
+        **STACK_COMMITTER.committer(),
+        "GIT_AUTHOR_NAME": name,
+        "GIT_AUTHOR_EMAIL": email,
+        "GIT_AUTHOR_DATE": date.strip(),
+        "GIT_COMMITTER_DATE": date.strip(),
+    }
+    message = src.git("log", "-1", "--format=%B", commit)
+    return src.git("commit-tree",
+                   tree,
+                   "-p",
+                   onto,
+                   "-F",
+                   "-",
+                   env=env,
+                   input=message).strip()
+
+
+def _branch(src: VllmSrc, pin: BasePin, patches: list[SeriesPatch],
+            p: SeriesPatch) -> None:
+    """pr/<slug> = base + prerequisites + the patch (or the whole prefix)."""
+    p.branch = f"pr/{p.slug}"
+    p.prereqs = prerequisites(patches, p.number)
+    tip = None
+    if p.prereqs != list(range(1, p.number)):
+        tip = src.rev(pin.tag)
+        for n in [*p.prereqs, p.number]:
+            tip = _pick(src, tip, patches[n - 1].commit)
+            if tip is None:
+                break
+    if tip is None:  # the series as it is up to this patch
+        p.prereqs = list(range(1, p.number))
+        tip = p.commit
+    src.git("branch", "-f", p.branch, tip)
+
+
+def _test_files(p: SeriesPatch) -> list[str]:
+    return [
+        f for f in p.files if f.startswith("tests/")
+        and Path(f).name.startswith("test_") and f.endswith(".py")
+    ]
+
+
+def _results(src: VllmSrc, p: SeriesPatch, results_file: Path) -> str:
+    tree = src.tree(p.commit)
+    record = next((r for r in load_results(results_file) if r.tree == tree),
+                  None)
+    if record is None:
+        return ("No results recorded for this version of the patch: run "
+                "`make check-bisect` (or `make test`).")
+    checks = ", ".join(f"{k}: {v}" for k, v in record.checks.items())
+    lines = [
+        f"`make check-bisect` on {record.date}, at this patch on top of the "
+        "ones before it in the series (CPU, Python only; same tree as this "
+        "patch):", "", f"- {checks}"
+    ]
+    if record.ran:
+        lines.append(f"- tests: {record.ran}")
+    return "\n".join(lines)
+
+
+def _depends_on(patches: list[SeriesPatch], p: SeriesPatch) -> list[str]:
+    deps = []
+    for n in p.prereqs:
+        d = patches[n - 1]
+        m = re.match(r"Submitted \[(.+)\]", d.patch.upstream_status)
+        where = m.group(1) if m else (f"not submitted yet: `make pr N={n}`, "
+                                      f"branch `pr/{d.slug}`")
+        shared = sorted(set(d.files) & set(p.files))
+        reason = ""
+        if shared:
+            reason = " (also changes " + ", ".join(f"`{f}`"
+                                                   for f in shared[:3]) + ")"
+        deps.append(f"- {d.subject} ({where}){reason}")
+    return deps
+
+
+def _test_plan(p: SeriesPatch) -> list[str]:
+    tests = _test_files(p)
+    py = [f for f in p.files if f.endswith(".py")]
+    plan = ["```sh"]
+    if not tests:
+        plan.append("# no test files in this patch: covered by the tests of "
+                    "later patches")
+    if tests:
+        plan.append(f"pytest -q {' '.join(tests)}")
+    if py:
+        plan.append(f"pre-commit run --files {' '.join(py)}   "
+                    "# ruff, yapf, isort")
+    return plan + [
+        "```", "", "On CPU, as the patch stack runs it: `make check-bisect` "
+        "checks this patch on top of the ones before it (compile, ruff, "
+        "yapf, isort, the tests above)."
+    ]
+
+
+def _body(src: VllmSrc, pin: BasePin, patches: list[SeriesPatch],
+          p: SeriesPatch, results_file: Path) -> str:
+    stat = src.git("diff", "--stat=80", f"{p.branch}~1", p.branch).rstrip()
+    if p.prereqs:
+        word = "patches" if len(p.prereqs) > 1 else "patch"
+        before = f"{word} {', '.join(map(str, p.prereqs))} + "
+    else:
+        before = ""
+    dco = p.patch.dco_problem()
+    return "\n".join([
+        "## Purpose",
+        "",
+        p.patch.body,
+        "",
+        f"{RFC}.",
+        "",
+        "## Depends on",
+        "",
+        *(_depends_on(patches, p)
+          or [f"Nothing: applies directly on vLLM {pin.version}."]),
+        "",
+        f"Branch `{p.branch}` in vllm-src: {pin.tag} + {before}this patch "
+        f"({p.number}/{len(patches)} of the series).",
+        "",
+        "## Changes",
+        "",
+        "```",
+        stat,
+        "```",
+        "",
+        "## Test Plan",
+        "",
+        *_test_plan(p),
+        "",
+        "## Test Result",
+        "",
+        _results(src, p, results_file),
+        "",
+        "---",
+        "",
+        "DCO: " + (f"FAILED: {dco}" if dco else
+                   f"ok, signed off by the author {p.patch.author}"),
+        f"Upstream-Status: {p.patch.upstream_status or '(none)'}",
+        "",
+    ])
+
+
+def select(patches: list[SeriesPatch], which: list[str]) -> list[SeriesPatch]:
+    if not which or which == ["all"]:
+        return patches
+    chosen: list[SeriesPatch] = []
+    for w in which:
+        if w.isdigit():
+            if not 1 <= int(w) <= len(patches):
+                raise UserError(f"no patch {w}: the series has {len(patches)}",
+                                "make pr N=<1..n or part of a name>")
+            matches = [patches[int(w) - 1]]
+        else:
+            matches = [
+                p for p in patches if w.lower() in p.name.lower()
+                or w.lower() in p.subject.lower()
+            ]
+            if len(matches) != 1:
+                names = ", ".join(p.name for p in matches) or "none"
+                raise UserError(
+                    f"{w!r} matches {len(matches)} patches ({names})",
+                    "give a patch number or a more specific name")
+        chosen += [m for m in matches if m not in chosen]
+    return chosen
+
+
+def pr(layout: Layout,
+       which: list[str],
+       out: Path,
+       results_file: Path | None = None) -> list[Path]:
+    pin = BasePin.load(layout.base_file)
+    results_file = results_file or layout.check_results
+    src = VllmSrc(layout.src)
+    if not src.exists() or src.rev(SERIES) is None:
+        apply(layout)
+    op = src.operation_in_progress()
+    if op:
+        raise UserError(f"a {op} is in progress in {src.path}",
+                        "finish it first")
+    refuse_unexported(layout, pin, "`make export` first")
+    patches = _load(layout, src, pin)
+    chosen = select(patches, which)
+    for p in chosen:
+        _branch(src, pin, patches, p)
+    written = []
+    for p in chosen:
+        folder = out / p.slug
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+        (folder / "title.txt").write_text(p.subject + "\n")
+        (folder / "body.md").write_text(
+            _body(src, pin, patches, p, results_file))
+        (folder / "patch").write_text(format_patch(src, p.branch))
+        dco = p.patch.dco_problem()
+        deps = f" after {', '.join(map(str, p.prereqs))}" if p.prereqs else ""
+        progress(f"{folder}: {p.subject} (branch {p.branch}{deps})" +
+                 (f"; DCO FAILED: {dco}" if dco else ""))
+        written.append(folder)
+    bad = [
+        f"{p.number} {p.name}: {p.patch.dco_problem()}" for p in chosen
+        if p.patch.dco_problem()
+    ]
+    if bad:
+        raise UserError(
+            "DCO check failed: " + "; ".join(bad),
+            "add the author's sign-off (`git commit --amend -s` as the "
+            "author, or reword), `make export`, then `make pr` again")
+    return written

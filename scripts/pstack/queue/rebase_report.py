@@ -1,0 +1,318 @@
+"""`make rebase-report TO=<version>`: what `make rebase` would meet, tried
+on a copy.
+
+Runs the steps of `make rebase` in a scratch tree (build/rebase-report),
+never in vllm-src, and goes past each conflict (taking the patch's side of
+the conflicting hunks so that the later patches can still be tried). It
+writes the generated part of docs/rebase-<version>.md, plus .conflicts.txt
+with the conflicting hunks and .range-diff (flagging the patches whose
+conflicts it resolved mechanically).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..core import markers
+from ..core.errors import UserError, progress
+from ..core.layout import Layout
+from ..core.series import series_label
+from ..core.vllm_src import VllmSrc
+from .apply import apply
+from .rebase import (CONFLICT_KINDS, RebaseState, Result, finish, run_rebase,
+                     start, step)
+
+SCRATCH_MARK = ".pstack-scratch"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("version",
+                        nargs="?",
+                        help="the vLLM release to try the series on")
+    parser.add_argument("--scratch",
+                        type=Path,
+                        help="scratch directory (default build/rebase-report)")
+
+
+def run(args: argparse.Namespace, layout: Layout) -> int:
+    if not args.version:
+        raise UserError("which version? none given",
+                        "make rebase-report TO=0.10.0")
+    scratch = args.scratch or layout.build / "rebase-report"
+    report(layout, args.version, scratch, layout.docs)
+    return 0
+
+
+@dataclass
+class Conflict:
+    number: int  # of the patch in the old series, from 1
+    subject: str
+    files: dict[str, str]  # path -> git status code
+    hunks: dict[str, list[str]]  # path -> "line N (in def/class)"
+    diff: str
+
+
+DEF = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+(\w+)")
+
+
+def _conflict_hunks(path: Path) -> list[str]:
+    """'line N in <enclosing def/class>' for each conflict region of a
+    file."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except (FileNotFoundError, IsADirectoryError):
+        return []
+    hunks = []
+    for i, line in enumerate(lines):
+        if not line.startswith("<<<<<<< "):
+            continue
+        scope: list[str] = []
+        indent = None
+        for prev in reversed(lines[:i]):
+            m = DEF.match(prev)
+            if m:
+                depth = len(prev) - len(prev.lstrip())
+                if indent is None or depth < indent:
+                    scope.insert(0, m.group(1))
+                    indent = depth
+                    if depth == 0:
+                        break
+        where = f" in {'.'.join(scope)}" if scope else ""
+        hunks.append(f"line {i + 1}{where}")
+    return hunks
+
+
+def _take_patch_side(src: VllmSrc, files: dict[str, str]) -> None:
+    """Resolve conflicts in favour of the patch, hunk by hunk."""
+    for path in files:
+        stages = {}
+        for line in src.git("ls-files", "-u", "--", path).splitlines():
+            meta, _ = line.split("\t", 1)
+            _, sha, stage = meta.split()
+            stages[int(stage)] = sha
+        if 3 not in stages:  # the patch deleted it
+            src.git("rm", "-q", "--cached", "--", path)
+            (src.path / path).unlink(missing_ok=True)
+            continue
+        if 2 not in stages:  # deleted upstream: keep the patch's file
+            src.git("checkout", "--theirs", "--", path)
+        else:
+            tmp = src.git_dir / "pstack-merge"
+            tmp.mkdir(exist_ok=True)
+            for n in (1, 2, 3):
+                content = (src.git("cat-file", "blob", stages[n])
+                           if n in stages else "")
+                (tmp / str(n)).write_text(content)
+            merged = subprocess.run([
+                "git", "merge-file", "-p", "--theirs",
+                str(tmp / "2"),
+                str(tmp / "1"),
+                str(tmp / "3")
+            ],
+                                    text=True,
+                                    stdout=subprocess.PIPE).stdout
+            (src.path / path).write_text(merged)
+        src.git("add", "--", path)
+
+
+def _upstream_changes(src: VllmSrc, old: str, new: str) -> dict[str, str]:
+    """path at `old` -> how upstream changed it by `new` (+a -b, deleted,
+    renamed)."""
+    changes = {}
+    for line in src.git("diff", "--numstat", "-M", old, new).splitlines():
+        added, deleted, path = line.split("\t", 2)
+        if " => " in path:
+            m = re.match(r"(.*)\{(.*) => (.*)\}(.*)", path)
+            if m:
+                a = f"{m[1]}{m[2]}{m[4]}".replace("//", "/")
+                b = f"{m[1]}{m[3]}{m[4]}".replace("//", "/")
+            else:
+                a, b = path.split(" => ")
+            changes[a] = f"renamed to {b}, +{added} -{deleted}"
+        else:
+            changes[path] = f"+{added} -{deleted}"
+    deleted = src.git("diff", "--name-status", "--no-renames",
+                      "--diff-filter=D", old, new)
+    for line in deleted.splitlines():
+        changes.setdefault(line.split("\t", 1)[1], "deleted")
+    return changes
+
+
+def report(layout: Layout, version: str, scratch: Path, docs: Path) -> Path:
+    """Rebase a copy of the series in `scratch`, write
+    docs/rebase-<version>.md etc."""
+    if scratch.exists():
+        if not (scratch / SCRATCH_MARK).exists():
+            raise UserError(f"{scratch} exists and was not made by the report",
+                            "move it away or pass another --scratch")
+        shutil.rmtree(scratch)
+    scratch.mkdir(parents=True)
+    (scratch /
+     SCRATCH_MARK).write_text("made by `make rebase-report`; safe to delete\n")
+    shutil.copytree(layout.patches, scratch / "patches")
+    copy = Layout(patches=scratch / "patches",
+                  src=scratch / "vllm-src",
+                  cache=layout.cache)
+    src = VllmSrc(copy.src)
+    progress(f"scratch tree {scratch}: the series as it is in "
+             f"{layout.patches}")
+    apply(copy)
+    label = series_label(copy)
+    state = start(copy, version)
+    conflicts: list[Conflict] = []
+    config = ("merge.conflictStyle=diff3", )
+    stop = step(copy, state, config)
+    seen = set()
+    while stop is not None:
+        if (stop.commit, tuple(stop.files)) in seen:
+            raise UserError(
+                f"the report could not get past {state.label(stop.commit)}",
+                f"look at `git -C {src.path} status`")
+        seen.add((stop.commit, tuple(stop.files)))
+        if not stop.files:  # e.g. nothing left to commit once resolved
+            stop = run_rebase(src, state, ["--skip"], config)
+            continue
+        progress(f"{state.label(stop.commit)} conflicts: "
+                 f"{', '.join(stop.files)}")
+        patch = state.patch(stop.commit)
+        conflicts.append(
+            Conflict(patch.number, patch.subject, stop.files,
+                     {f: _conflict_hunks(src.path / f)
+                      for f in stop.files},
+                     src.git("diff", "--no-color", "--", *stop.files)))
+        _take_patch_side(src, stop.files)
+        stop = step(copy, state, config)
+    changes = _upstream_changes(src, state.old_pin.tag, state.new_pin.tag)
+    result = finish(copy, state, scratch / "docs")
+    docs.mkdir(parents=True, exist_ok=True)
+    stem = f"rebase-{version}"
+    range_diff = docs / f"{stem}.range-diff"
+    details = docs / f"{stem}.conflicts.txt"
+    caveat = ""
+    if conflicts:
+        details.write_text(_conflict_details(state, conflicts))
+        numbers = ", ".join(str(c.number) for c in conflicts)
+        caveat = (f"# The conflicting hunks of patches {numbers} were "
+                  "resolved to the patch's side, unreviewed: their entries "
+                  "show that mechanical resolution, a starting point.\n")
+    else:
+        details.unlink(missing_ok=True)
+    range_diff.write_text(caveat + result.range_diff.read_text())
+    block = _report_block(state, label, result, conflicts, changes, range_diff,
+                          details if conflicts else None)
+    doc = docs / f"{stem}.md"
+    _write_generated(doc, block, version)
+    clean = len(state.patches) - len(conflicts) - len(result.dropped)
+    print(f"rebase-report: {clean} clean, {len(conflicts)} conflicting, "
+          f"{len(result.dropped)} dropped; wrote {doc}")
+    return doc
+
+
+def _conflict_details(state: RebaseState, conflicts: list[Conflict]) -> str:
+    out = [
+        f"# Conflicts of the series ({len(state.patches)} patches) rebased "
+        f"from {state.old_pin.tag} onto {state.new_pin.tag}",
+        "# `git diff` at each stop (diff3 style: ours = new upstream + "
+        "earlier patches,",
+        "# base = the patch's parent, theirs = the patch). Generated by",
+        f"# `make rebase-report TO={state.new_pin.version}`.", ""
+    ]
+    limit = 250  # lines per file
+    for c in conflicts:
+        out.append(f"=== patch {c.number}/{len(state.patches)}: {c.subject}")
+        for part in re.split(r"(?m)^(?=diff --cc )", c.diff):
+            lines = part.splitlines()
+            out.extend(lines[:limit])
+            if len(lines) > limit:
+                out.append(f"... ({len(lines) - limit} more lines of this "
+                           "file's diff)")
+        out.append("")
+    return "\n".join(out) + "\n"
+
+
+def _status(result: Result, conflicts: list[Conflict], number: int,
+            subject: str) -> str:
+    """What happened to one patch, for the report's table."""
+    by_number = {c.number: c for c in conflicts}
+    if number in by_number:
+        return "**conflict**: " + ", ".join(f"`{f}`"
+                                            for f in by_number[number].files)
+    if subject in result.dropped:
+        return "dropped: already upstream"
+    if subject in result.skipped:
+        return "dropped: empty once the conflicts before it were resolved"
+    if any(c.number < number for c in conflicts):
+        return ("applies cleanly (after the conflicts above it, resolved to "
+                "the patch's side)")
+    return "applies cleanly"
+
+
+def _report_block(state: RebaseState, label: str, result: Result,
+                  conflicts: list[Conflict], changes: dict[str, str],
+                  range_diff: Path | None, details: Path | None) -> str:
+    old, new = state.old_pin, state.new_pin
+    rows = [
+        f"| {p.number} | {p.subject} | "
+        f"{_status(result, conflicts, p.number, p.subject)} |"
+        for p in state.patches
+    ]
+    lines = [
+        f"Generated from the series `{label}` ({len(state.patches)} patches "
+        f"on {old.tag}), rebased onto {new.tag} (`{new.sdist}`, sha256 "
+        f"`{new.sdist_sha256[:16]}…`):",
+        "",
+        "| # | patch | onto " + new.tag + " |",
+        "|---|---|---|",
+        *rows,
+        "",
+    ]
+    if conflicts:
+        lines += [
+            "After a conflict the report resolves the conflicting hunks to "
+            "the patch's side (`git merge-file --theirs`) and goes on, so "
+            "every later patch is still tried; `make rebase` itself stops at "
+            "the first conflict.",
+            "",
+        ]
+    for c in conflicts:
+        lines += [
+            f"#### Conflict in patch {c.number}: {c.subject}", "",
+            "| file | conflicting hunks (diff3 markers) | upstream "
+            f"{old.tag} → {new.tag} |", "|---|---|---|"
+        ]
+        for f, code in c.files.items():
+            hunks = "; ".join(
+                c.hunks.get(f) or [CONFLICT_KINDS.get(code, code)])
+            lines.append(
+                f"| `{f}` | {hunks} | {changes.get(f, 'unchanged')} |")
+        lines.append("")
+    if details:
+        lines += [f"Hunks in full: `{details.name}`.", ""]
+    if range_diff:
+        lines += [
+            f"Range-diff of the old and new series: `{range_diff.name}`.", ""
+        ]
+    return "\n".join(lines)
+
+
+def _write_generated(doc: Path, block: str, version: str) -> None:
+    """The block between the markers of `doc`, which is created (or the
+    section appended) if needed; the text outside is kept."""
+    command = f"make rebase-report TO={version}"
+    prefix = "make rebase-report"
+    if not doc.exists():
+        doc.write_text(f"# Rebase onto vLLM {version}\n\n## Result\n\n"
+                       f"{markers.begin_marker(command)}\n{block}\n"
+                       f"{markers.END}\n")
+        return
+    text = doc.read_text()
+    new = markers.replace_section(text, command, block, prefix)
+    if new is None:
+        new = (text.rstrip("\n") + "\n\n" + markers.begin_marker(command) +
+               f"\n{block}\n{markers.END}\n")
+    doc.write_text(new)

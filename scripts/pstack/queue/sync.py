@@ -1,0 +1,36 @@
+"""`make sync` (run by `make setup` and `make test`): bring vllm-src up to
+date with patches/, unless it holds work of its own.
+
+A fresh clone gets vllm-src applied; a developer's vllm-src with local
+commits or edits is used as it is.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ..core.errors import UserError, progress
+from ..core.layout import Layout
+from ..core.pin import BasePin
+from ..core.vllm_src import VllmSrc
+from .apply import apply
+from .guard import ensure_safe_to_reset
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    pass
+
+
+def run(args: argparse.Namespace, layout: Layout) -> int:
+    sync(layout)
+    return 0
+
+
+def sync(layout: Layout) -> None:
+    if VllmSrc(layout.src).exists():
+        try:
+            ensure_safe_to_reset(layout, BasePin.load(layout.base_file))
+        except UserError as e:
+            progress(f"using vllm-src as it is: {e}")
+            return
+    apply(layout)

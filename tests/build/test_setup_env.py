@@ -1,0 +1,64 @@
+"""`make setup` decisions that do not need a fresh machine to test."""
+
+from __future__ import annotations
+
+import pytest
+from pstack.build import setup_env
+from pstack.core.errors import UserError
+from pstack.core.layout import Layout
+from pstack.core.pin import BasePin
+
+
+def test_missing_apt_packages_without_root_name_the_install_command(
+        monkeypatch):
+    monkeypatch.setattr(setup_env, "_dpkg_installed",
+                        lambda pkg: pkg != "libnuma-dev")
+    monkeypatch.setattr(setup_env.os, "geteuid", lambda: 1000)
+    with pytest.raises(UserError,
+                       match="missing Debian packages: libnuma-dev") as err:
+        setup_env.ensure_apt_packages()
+    assert err.value.hint == "sudo apt-get install -y libnuma-dev"
+
+
+def test_nothing_is_installed_when_packages_are_present(monkeypatch):
+    monkeypatch.setattr(setup_env, "_dpkg_installed", lambda pkg: True)
+    monkeypatch.setattr(setup_env, "run_process",
+                        lambda *a, **k: pytest.fail("ran " + str(a)))
+    setup_env.ensure_apt_packages()
+
+
+def _fake_tree(root):
+    (root / "csrc").mkdir(parents=True)
+    (root / "csrc" / "cache.cpp").write_text("int x;\n")
+    (root / "cmake").mkdir()
+    (root / "cmake" / "utils.cmake").write_text("# cmake\n")
+    (root / "CMakeLists.txt").write_text("project(x)\n")
+    (root / "setup.py").write_text("# setup\n")
+    (root / "vllm").mkdir()
+    (root / "vllm" / "core.py").write_text("x = 1\n")
+    return root
+
+
+def test_extension_is_rebuilt_only_when_compiled_inputs_change(tmp_path):
+    pin = BasePin("0.9.2", "s", "0" * 64, "w", "0" * 64)
+    tree = _fake_tree(tmp_path / "src")
+    key = setup_env.extension_key(tree, pin, "2.6.0")
+    (tree / "vllm" / "core.py").write_text("x = 2\n")  # a Python-only patch
+    assert setup_env.extension_key(tree, pin, "2.6.0") == key
+    (tree / "csrc" / "cache.cpp").write_text("int y;\n")
+    changed = setup_env.extension_key(tree, pin, "2.6.0")
+    assert changed != key
+    (tree / "cmake" / "utils.cmake").write_text("# other\n")
+    assert setup_env.extension_key(tree, pin, "2.6.0") != changed
+
+
+def test_build_environment_targets_cpu_without_avx512_downloads(tmp_path):
+    layout = Layout(patches=tmp_path / "patches",
+                    src=tmp_path / "src",
+                    cache=tmp_path)
+    env = setup_env.build_env(layout, "0.9.2+label")
+    assert env["VLLM_TARGET_DEVICE"] == "cpu"
+    assert env["VLLM_CPU_DISABLE_AVX512"] == "true"
+    assert env["SETUPTOOLS_SCM_PRETEND_VERSION"] == "0.9.2+label"
+    assert env["Torch_DIR"].endswith("ci/cmake")
+    assert env["CCACHE_DIR"] == str(tmp_path / "ccache")

@@ -1,0 +1,61 @@
+"""`make check-bisect` on a fake series: what runs where, what is reused."""
+
+from __future__ import annotations
+
+from conftest import commit_change
+from pstack.queue.apply import apply
+from pstack.queue.export import export
+
+
+def test_check_bisect_reuses_the_tip_run_only_for_files_identical_there(
+        stack, monkeypatch, tmp_path):
+    import pstack.harness.check_bisect as cb
+    monkeypatch.setattr(cb, "test_env", lambda: {})
+    monkeypatch.setattr(cb, "deselected", lambda: [])
+    apply(stack)
+    commit_change(stack.src, "tests/test_core.py", "assert True",
+                  "assert 1 + 1 == 2", "[Core] Test A")
+    commit_change(stack.src, "vllm/version.py", "0.0.1", "0.0.1+b", "[Core] B")
+    commit_change(stack.src, "tests/test_core.py", "def test_ok",
+                  "def test_fine", "[Core] Rename the test")
+    export(stack)
+    results = tmp_path / "results.json"
+    # From make test: the last patch's file is the tip's; the first patch's
+    # is not.
+    first, _, last = cb.check_bisect(
+        stack,
+        tip_results={"tests/test_core.py": "2 failed"},
+        results_file=results)
+    assert first.ran == "1 file(s) here: 1 passed in " + first.ran.split(
+        " in ")[1]
+    assert first.checks["tests"] == "ok"
+    assert last.ran == "1 file(s) identical at the tip, run there by make test"
+    assert last.checks["tests"] == "tests/test_core.py: 2 failed"
+    # Alone, every file runs at its prefix; a passing prefix is then not
+    # re-checked.
+    runs = cb.check_bisect(stack, results_file=results)
+    assert all(r.ok for r in runs) and "here: 1 passed" in runs[2].ran
+    again = cb.check_bisect(stack, results_file=results)
+    assert again[0].ran.startswith("as recorded on ")
+    assert [r.tree for r in again] == [r.tree for r in runs]
+    third = cb.check_bisect(stack, results_file=results)
+    assert third[0].ran == again[0].ran, "a reused record is kept as it was"
+
+
+def test_check_bisect_names_the_failing_test_and_does_not_record_it_as_passing(
+        stack, monkeypatch, tmp_path):
+    import pstack.harness.check_bisect as cb
+    monkeypatch.setattr(cb, "test_env", lambda: {})
+    monkeypatch.setattr(cb, "deselected", lambda: [])
+    apply(stack)
+    commit_change(stack.src, "tests/test_core.py", "assert True",
+                  "assert 1 == 2", "[Core] Broken test")
+    export(stack)
+    results = tmp_path / "results.json"
+    (r, ) = cb.check_bisect(stack, results_file=results)
+    assert not r.ok
+    assert r.checks["tests"].startswith("1 failed")
+    assert "FAILED tests/test_core.py::test_ok" in r.checks["tests"]
+    (again, ) = cb.check_bisect(stack, results_file=results)
+    assert not again.ran.startswith(
+        "as recorded"), "failures are checked again"

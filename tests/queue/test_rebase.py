@@ -1,0 +1,142 @@
+"""`make rebase` and `make rebase-abort` onto a fake newer release."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import (UPSTREAMED_A_CONFLICTS_B, commit_change, commit_project,
+                      git, new_release)
+from pstack.core.errors import UserError
+from pstack.core.pin import BasePin
+from pstack.core.series import read_series
+from pstack.queue.apply import apply
+from pstack.queue.check_series import check_series
+from pstack.queue.export import export
+
+
+def _series_abc(stack) -> None:
+    """Three patches on 0.0.1, exported and committed: A, B and C edit
+    core.py."""
+    apply(stack)
+    commit_change(stack.src, "vllm/core.py", "line 3\n", "line three\n",
+                  "[Core] A")
+    commit_change(stack.src, "vllm/core.py", "line 9\n", "line nine\n",
+                  "[Core] B")
+    commit_change(stack.src, "vllm/core.py", "line 15\n", "line fifteen\n",
+                  "[Core] C")
+    export(stack)
+    commit_project(stack)
+
+
+def test_rebase_drops_upstreamed_patch_and_stops_at_conflict_then_aborts(
+        stack, monkeypatch, capsys):
+    from pstack.queue.rebase import abort, rebase
+    _series_abc(stack)
+    new_release(stack, monkeypatch, "0.0.2", UPSTREAMED_A_CONFLICTS_B)
+    old_tip = git(stack.src, "rev-parse", "series").strip()
+    old_upstream = git(stack.src, "rev-parse", "upstream").strip()
+    pin_before = stack.base_file.read_bytes()
+    with pytest.raises(
+            UserError,
+            match=r"stopped at patch 2/3 Core-B.patch \(\[Core\] B\); "
+            r"conflicting files: vllm/core.py") as err:
+        rebase(stack, "0.0.2")
+    assert "make rebase TO=0.0.2" in err.value.hint
+    assert "rebase --skip" in err.value.hint
+    assert "make rebase-abort" in err.value.hint
+    assert ("patch 1/3 Core-A.patch: already upstream, dropped"
+            in capsys.readouterr().out)
+    # Recoverable: the rebase waits in vllm-src, and other commands say how to
+    # go on.
+    assert "<<<<<<<" in (stack.src / "vllm/core.py").read_text()
+    assert stack.base_file.read_bytes(
+    ) == pin_before, "the pin moves only at the end"
+    with pytest.raises(UserError, match="git rebase is in progress") as err:
+        apply(stack)
+    assert "make rebase" in err.value.hint
+    abort(stack)
+    assert git(stack.src, "rev-parse", "series").strip() == old_tip
+    assert git(stack.src, "rev-parse", "upstream").strip() == old_upstream
+    assert git(stack.src, "tag", "--list", "v0.0.2").strip() == ""
+    assert git(stack.src, "status", "--porcelain") == ""
+    assert stack.base_file.read_bytes() == pin_before
+    apply(stack
+          )  # everything is as before: nothing unexported, nothing in progress
+
+
+def test_rebase_continues_after_resolution_and_reports_the_drop(
+        stack, monkeypatch, capsys):
+    from pstack.queue.rebase import rebase
+    _series_abc(stack)
+    new_release(stack, monkeypatch, "0.0.2", UPSTREAMED_A_CONFLICTS_B)
+    with pytest.raises(UserError, match="stopped at patch 2/3"):
+        rebase(stack, "0.0.2")
+    core = stack.src / "vllm/core.py"
+    text = core.read_text()
+    with pytest.raises(UserError, match="stopped at patch 2/3"):
+        rebase(stack, None)  # not resolved yet: says so again, changes nothing
+    assert core.read_text() == text
+    core.write_text(
+        re.sub(r"<<<<<<<.*?>>>>>>> [^\n]*\n", "line nine\n", text, flags=re.S))
+    git(stack.src, "add", "vllm/core.py")
+    result = rebase(stack, "0.0.2")
+    assert result.dropped == ["[Core] A"
+                              ] and result.kept == ["[Core] B", "[Core] C"]
+    assert "dropped (already upstream): [Core] A" in capsys.readouterr().out
+    assert read_series(stack) == ["Core-B.patch", "Core-C.patch"]
+    assert not (stack.patches / "Core-A.patch").exists()
+    assert BasePin.load(stack.base_file).version == "0.0.2"
+    range_diff = (stack.patches.parent / "docs" /
+                  "rebase-0.0.2.range-diff").read_text()
+    assert re.search(r"1: +[0-9a-f]+ < +-: +-+ \[Core\] A", range_diff)
+    assert re.search(r"2: +[0-9a-f]+ ! +1: +[0-9a-f]+ \[Core\] B", range_diff)
+
+
+def test_clean_rebase_updates_pin_exports_and_is_reproducible(
+        stack, monkeypatch, tmp_path):
+    from pstack.queue.rebase import rebase
+    _series_abc(stack)
+    new = new_release(stack, monkeypatch, "0.0.2",
+                      {"line 20\n": "line twenty\n"})
+    old = BasePin.load(stack.base_file)
+    result = rebase(stack, "0.0.2")
+    assert result.dropped == [] and len(result.kept) == 3
+    pin = BasePin.load(stack.base_file)
+    assert (pin.version, pin.sdist_sha256,
+            pin.wheel) == ("0.0.2", new.sdist_sha256, new.wheel)
+    assert pin.previous == (old.release, )
+    # The new release is the next commit on upstream, and the patches name it
+    # as base.
+    v2 = git(stack.src, "rev-parse", "v0.0.2^{commit}").strip()
+    assert git(stack.src, "rev-parse", "upstream").strip() == v2
+    assert git(stack.src, "rev-parse",
+               "v0.0.2^").strip() == git(stack.src, "rev-parse",
+                                         "v0.0.1^{commit}").strip()
+    assert f"base-commit: {v2}" in (stack.patches / "Core-A.patch").read_text()
+    range_diff = (stack.patches.parent / "docs" /
+                  "rebase-0.0.2.range-diff").read_text()
+    assert len(
+        re.findall(r"^\d+: +[0-9a-f]+ = +\d+: +[0-9a-f]+ ", range_diff,
+                   re.M)) == 3
+    # A fresh checkout imports the same chain: same ids, and check-series holds.
+    commit_project(stack)
+    other = stack.__class__(patches=stack.patches,
+                            src=tmp_path / "fresh-src",
+                            cache=stack.cache)
+    apply(other)
+    assert git(other.src, "rev-parse", "v0.0.2^{commit}").strip() == v2
+    check_series(stack)
+
+
+def test_rebase_refuses_unexported_work_before_importing(stack, monkeypatch):
+    from pstack.queue.rebase import rebase
+    _series_abc(stack)
+    new_release(stack, monkeypatch, "0.0.2", {})
+    commit_change(stack.src, "vllm/core.py", "line 4\n", "line four\n",
+                  "[Core] Unsaved")
+    with pytest.raises(UserError, match="not exported"):
+        rebase(stack, "0.0.2")
+    assert git(stack.src, "tag", "--list", "v0.0.2").strip() == ""
+    with pytest.raises(UserError, match="already based on vLLM 0.0.1"):
+        rebase(stack, "0.0.1")

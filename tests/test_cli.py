@@ -1,0 +1,106 @@
+"""`python -m pstack`: one command table the Makefile calls the same way;
+errors are one line and a next step, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+from conftest import REPO
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pstack", *args],
+                          cwd=REPO,
+                          text=True,
+                          env={
+                              **os.environ, "PYTHONPATH": str(REPO / "scripts")
+                          },
+                          capture_output=True)
+
+
+def test_cli_reports_one_line_cause_and_next_step(stack):
+    assert _cli("apply").returncode == 0
+    (stack.src / "vllm/core.py").write_text("dirty\n")
+    proc = _cli("apply")
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert lines[0].startswith("error: ") and "uncommitted changes" in lines[0]
+    assert lines[1].startswith("  next: ")
+    assert "Traceback" not in proc.stderr
+
+
+def test_cli_rebase_and_pr_errors_are_one_line_with_next_step(stack):
+    for args, message in ((["rebase"],
+                           "no rebase under way and no version given"),
+                          (["rebase",
+                            "--abort"], "no `make rebase` is under way"),
+                          (["pr", "9"], "no patch 9: the series has 0")):
+        proc = _cli(*args)
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert lines[0] == f"error: {message}" and lines[1].startswith(
+            "  next: ")
+        assert "Traceback" not in proc.stderr
+
+
+def _makefile_targets() -> dict[str, list[str]]:
+    """Target -> its recipe lines, from the Makefile."""
+    targets: dict[str, list[str]] = {}
+    current = None
+    for line in (REPO / "Makefile").read_text().splitlines():
+        if line.startswith("\t") and current:
+            targets[current].append(line.strip())
+        elif re.match(r"^[a-z-]+:(?!=)", line) and "private" not in line:
+            current = line.split(":", 1)[0]
+            targets[current] = []
+        elif not line.startswith("\t"):
+            current = None
+    return targets
+
+
+def test_every_command_module_configures_and_runs():
+    import argparse
+    import importlib
+
+    from pstack.cli import COMMANDS
+    for command in COMMANDS:
+        module = importlib.import_module(f"pstack.{command.module}")
+        module.configure(argparse.ArgumentParser())
+        assert callable(module.run), command.name
+        assert module.__doc__, f"{command.module} says what it does"
+
+
+def test_every_target_calls_the_tool_the_same_way():
+    from pstack.cli import COMMANDS
+    names = {c.name for c in COMMANDS}
+    calls = {}
+    for target, recipe in _makefile_targets().items():
+        for line in recipe:
+            if "pstack" in line.lower():
+                assert line.lstrip("@").startswith("$(PSTACK) "), line
+                calls[target] = line.lstrip("@").split()[1]
+    assert set(calls.values()) <= names
+    assert calls["rebase-abort"] == "rebase" and calls["test"] == "test"
+    untouched = set(_makefile_targets()) - set(calls)
+    assert untouched == {"all", "help", "clean"}
+
+
+def test_make_help_lists_every_target():
+    proc = subprocess.run(["make", "-s", "help"],
+                          cwd=REPO,
+                          text=True,
+                          stdout=subprocess.PIPE)
+    listed = {line.split()[1] for line in proc.stdout.splitlines()}
+    assert listed == set(_makefile_targets()) - {"all"}
+
+
+def test_unknown_command_is_one_line_with_next_step():
+    proc = _cli("frobnicate")
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        "error: unknown command 'frobnicate'",
+        "  next: `python -m pstack --help` lists them"
+    ]
