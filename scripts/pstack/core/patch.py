@@ -26,6 +26,8 @@ UPSTREAM_STATUS = re.compile(
     r"(Submitted|Accepted|Denied|Inappropriate) \[.+\])$")
 STATUS_VOCABULARY = ("Pending, Submitted [url], Accepted [commit], Backport, "
                      "Denied [why], Inappropriate [why]")
+# Longest file name we write: well under every file system's limit.
+MAX_FILE_NAME = 200
 
 
 def parse_trailers(subject: str, message: str) -> list[tuple[str, str]]:
@@ -41,6 +43,19 @@ def parse_trailers(subject: str, message: str) -> list[tuple[str, str]]:
     return [(key.strip(), value.strip())
             for key, value in (line.split(":", 1) for line in out.splitlines()
                                if ":" in line)]
+
+
+def file_name(subject: str) -> str:
+    """The patch file of a commit: its whole subject as `git format-patch`
+    spells it (letters, digits, '.' and '_'; any run of other characters
+    one '-'), without git's 52-character cut and without a number.
+
+    "[KV offload][3/N] CPU<->GPU transfer handlers" gives
+    "KV-offload-3-N-CPU-GPU-transfer-handlers.patch".
+    """
+    words = re.findall(r"[A-Za-z0-9._]+", subject)
+    stem = re.sub(r"\.\.+", ".", "-".join(words)).strip(".-")
+    return f"{stem[:MAX_FILE_NAME]}.patch"
 
 
 @dataclass(frozen=True)
@@ -95,6 +110,10 @@ class Patch:
     def upstream_status(self) -> str:
         """The Upstream-Status trailer ('' without one)."""
         return next(iter(self.trailer("Upstream-Status")), "")
+
+    @property
+    def file_name(self) -> str:
+        return file_name(self.subject)
 
     @property
     def summary(self) -> str:

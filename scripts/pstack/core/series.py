@@ -5,13 +5,12 @@ same on every machine."""
 from __future__ import annotations
 
 import hashlib
-import re
 from pathlib import Path
 
 from .errors import UserError
 from .gitrepo import PORTABLE_CONFIG, GitRepo
 from .layout import Layout
-from .patch import Patch
+from .patch import Patch, file_name
 
 # Byte-stable export: full blob ids for `am -3`, no commit ids or git
 # version, the subject as it is.
@@ -69,8 +68,8 @@ def series_label(layout: Layout) -> str:
 
 def format_patches(repo: GitRepo, base: str, tip: str,
                    outdir: Path) -> list[str]:
-    """Write the commits `base..tip` as patch files into `outdir`, named as
-    git names them without their numbers; return the names in order."""
+    """Write the commits `base..tip` as patch files into `outdir`, named by
+    their subjects (see patch.file_name); return the names in order."""
     revs = f"{base}..{tip}"
     proc = repo.run(*FORMAT_PATCH,
                     f"--base={base}",
@@ -80,9 +79,12 @@ def format_patches(repo: GitRepo, base: str, tip: str,
                     env=PORTABLE_CONFIG)
     if proc.returncode != 0:
         raise UserError(f"git format-patch failed: {proc.stderr.strip()}")
+    written = proc.stdout.splitlines()
+    subjects = repo.subjects(revs)
+    assert len(written) == len(subjects), (written, subjects)
     names: list[str] = []
-    for numbered in proc.stdout.splitlines():
-        name = re.sub(r"^\d{4}-", "", Path(numbered).name)
+    for numbered, subject in zip(written, subjects):
+        name = file_name(subject)
         if name in names:
             raise UserError(f"two patches would both be named {name}",
                             "give one of them a different subject")
