@@ -1,5 +1,5 @@
-"""The table of the series in README.md, generated from patches/: number,
-subject (linked to the patch file), the first sentence of the patch's
+"""The table of the series in README.md, generated from patches/: number
+(linked to the patch file), subject, the first sentence of the patch's
 message and its Upstream-Status.
 
 `make export` rewrites it between its markers, so it cannot drift from the
@@ -27,7 +27,7 @@ def series_table(layout: Layout) -> str:
         "|---|---|---|---|",
     ]
     for number, (name, patch) in enumerate(read_patches(layout), 1):
-        rows.append(f"| {number} | [{_cell(patch.subject)}]({where}/{name}) "
+        rows.append(f"| [{number}]({where}/{name}) | {_cell(patch.subject)} "
                     f"| {_cell(patch.summary)} | {patch.upstream_status} |")
     return "\n".join(rows)
 

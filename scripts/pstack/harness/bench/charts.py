@@ -1,4 +1,4 @@
-"""Charts of `make bench`, as PNG files for the README."""
+"""Charts of `make bench`, as PNG files for docs/benchmarks.md."""
 
 from __future__ import annotations
 
