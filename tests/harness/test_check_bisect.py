@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import pytest
 from conftest import commit_change
 from pstack.queue.apply import apply
 from pstack.queue.export import export
 
 
-def test_check_bisect_reuses_the_tip_run_only_for_files_identical_there(
-        stack, monkeypatch, tmp_path):
-    import pstack.harness.check_bisect as cb
-    monkeypatch.setattr(cb, "test_env", lambda: {})
-    monkeypatch.setattr(cb, "deselected", lambda: [])
+@pytest.fixture
+def cb(stack, monkeypatch):
+    """check_bisect on the applied fake series, without vLLM's test setup
+    (models, hub stand-ins, deselected tests)."""
+    import pstack.harness.check_bisect as check_bisect
+    monkeypatch.setattr(check_bisect, "test_env", lambda: {})
+    monkeypatch.setattr(check_bisect, "deselected", lambda: [])
     apply(stack)
+    return check_bisect
+
+
+def test_check_bisect_reuses_the_tip_run_only_for_files_identical_there(
+        stack, cb, tmp_path):
     commit_change(stack.src, "tests/test_core.py", "assert True",
                   "assert 1 + 1 == 2", "[Core] Test A")
     commit_change(stack.src, "vllm/version.py", "0.0.1", "0.0.1+b", "[Core] B")
@@ -31,6 +39,7 @@ def test_check_bisect_reuses_the_tip_run_only_for_files_identical_there(
     assert first.checks["tests"] == "ok"
     assert last.ran == "1 file(s) identical at the tip, run there by make test"
     assert last.checks["tests"] == "tests/test_core.py: 2 failed"
+    assert last.tip_files == ["tests/test_core.py"] and not first.tip_files
     # Alone, every file runs at its prefix; a passing prefix is then not
     # re-checked.
     runs = cb.check_bisect(stack, results_file=results)
@@ -43,11 +52,7 @@ def test_check_bisect_reuses_the_tip_run_only_for_files_identical_there(
 
 
 def test_check_bisect_names_the_failing_test_and_does_not_record_it_as_passing(
-        stack, monkeypatch, tmp_path):
-    import pstack.harness.check_bisect as cb
-    monkeypatch.setattr(cb, "test_env", lambda: {})
-    monkeypatch.setattr(cb, "deselected", lambda: [])
-    apply(stack)
+        stack, cb, tmp_path):
     commit_change(stack.src, "tests/test_core.py", "assert True",
                   "assert 1 == 2", "[Core] Broken test")
     export(stack)
