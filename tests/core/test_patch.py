@@ -62,6 +62,9 @@ def test_trailers_status_body_and_summary_of_a_commit(stack):
     assert patch.summary == "The engine crashed (e.g. on a CPU) when it ran."
     intro = Patch("s", "a", "Two fixes, found by a test:\n\n- one", ())
     assert intro.summary == "Two fixes, found by a test."
+    names = Patch("s", "a", "Other connectors (e.g. NIXL, i.e. P/D) load "
+                  "too. More.", ())
+    assert names.summary == "Other connectors (e.g. NIXL, i.e. P/D) load too."
 
 
 def test_a_patch_reads_the_same_from_its_file_and_its_commit(stack):

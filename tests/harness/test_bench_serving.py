@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from pstack.harness.bench.charts import write_ttft_chart
-from pstack.harness.bench.serving import (NUM_DOCUMENTS,
+from pstack.harness.bench.serving import (NO_REUSE_ROUNDS, NUM_DOCUMENTS,
                                           QUESTIONS_PER_DOCUMENT,
                                           write_workloads)
 
@@ -19,21 +19,30 @@ def prompts(path) -> list[str]:
 
 def test_workloads_reuse_documents_or_nothing(tmp_path):
     workloads = write_workloads(tmp_path)
-    reuse, unique = prompts(workloads["reuse"]), prompts(workloads["no reuse"])
-    assert len(reuse) == len(unique) == NUM_DOCUMENTS * QUESTIONS_PER_DOCUMENT
+    [reuse_file] = workloads["reuse"]
+    reuse = prompts(reuse_file)
+    rounds = [prompts(path) for path in workloads["no reuse"]]
+    assert len(rounds) == NO_REUSE_ROUNDS
+    assert len(reuse) == NUM_DOCUMENTS * QUESTIONS_PER_DOCUMENT
+    assert all(len(unique) == len(reuse) for unique in rounds)
 
     def documents(batch: list[str]) -> list[str]:
         return [p.rsplit("\nQuestion", 1)[0] for p in batch]
 
     assert len(set(documents(reuse))) == NUM_DOCUMENTS
-    assert len(set(documents(unique))) == len(unique)
-    # Same prompt lengths, so that the two workloads cost the same to compute.
-    average = [sum(map(len, batch)) / len(batch) for batch in (reuse, unique)]
-    assert abs(average[0] - average[1]) < 0.05 * average[0]
+    # No document twice, in a round or across rounds (nor in reuse).
+    unique_documents = [d for unique in rounds for d in documents(unique)]
+    assert len(set(unique_documents)) == len(unique_documents)
+    assert not set(unique_documents) & set(documents(reuse))
+    # Same prompt lengths, so that the workloads cost the same to compute.
+    average = [sum(map(len, batch)) / len(batch) for batch in [reuse, *rounds]]
+    assert all(abs(a - average[0]) < 0.05 * average[0] for a in average)
     # The same files every run.
     (tmp_path / "again").mkdir()
     again = write_workloads(tmp_path / "again")
-    assert again["reuse"].read_bytes() == workloads["reuse"].read_bytes()
+    for name, paths in workloads.items():
+        assert [p.read_bytes()
+                for p in again[name]] == [p.read_bytes() for p in paths]
 
 
 def test_ttft_chart_is_a_reproducible_png(tmp_path):

@@ -119,8 +119,11 @@ class Patch:
     def summary(self) -> str:
         """The first sentence of the body, on one line."""
         paragraph = " ".join(self.body.split("\n\n", 1)[0].split())
-        # A sentence ends at . ! or ? before a capital (not at "e.g. the").
-        end = re.search(r"[.!?](?=\s+[A-Z`(\[])", paragraph)
+        # A sentence ends at . ! or ? before a capital (not at "e.g. the",
+        # nor at an abbreviation before a name: "e.g. NIXL").
+        end = re.search(
+            r"(?<!e\.g)(?<!i\.e)(?<!etc)(?<!vs)[.!?](?=\s+[A-Z`(\[])",
+            paragraph)
         sentence = paragraph[:end.end()] if end else paragraph
         # A paragraph that introduces a list ends with a colon.
         return sentence[:-1] + "." if sentence.endswith(":") else sentence

@@ -13,7 +13,7 @@ import argparse
 
 from ...core.layout import Layout
 from . import (block_hashing, cross_layer, engine_throughput, offload_manager,
-               serving, transfer)
+               serving, step_overhead, transfer)
 
 # Name (B=) -> module, in the order `make bench` runs them.
 BENCHMARKS = {
@@ -22,6 +22,7 @@ BENCHMARKS = {
     "transfer": transfer,
     "cross-layer": cross_layer,
     "engine-throughput": engine_throughput,
+    "step-overhead": step_overhead,
     "serving": serving,
 }
 
