@@ -223,16 +223,13 @@ def factories(upstream: bool) -> dict[str, Factory]:
         lambda n: ARCOffloadingManager(CPUBackend(OFFLOADED_BLOCK_SIZE, n)),
     }
     if upstream:
-        from upstream_kv_offload.arc_manager import (
-            ARCOffloadingManager as UpstreamARC)
-        from upstream_kv_offload.backends.cpu import (
-            CPUBackend as UpstreamCPUBackend)
-        from upstream_kv_offload.lru_manager import (
-            LRUOffloadingManager as UpstreamLRU)
-        result["upstream LRU"] = lambda n: UpstreamLRU(
-            UpstreamCPUBackend(OFFLOADED_BLOCK_SIZE, n))
-        result["upstream ARC"] = lambda n: UpstreamARC(
-            UpstreamCPUBackend(OFFLOADED_BLOCK_SIZE, n))
+        from upstream_kv_offload import arc_manager as upstream_arc
+        from upstream_kv_offload import lru_manager as upstream_lru
+        from upstream_kv_offload.backends import cpu as upstream_cpu
+        result["upstream LRU"] = lambda n: upstream_lru.LRUOffloadingManager(
+            upstream_cpu.CPUBackend(OFFLOADED_BLOCK_SIZE, n))
+        result["upstream ARC"] = lambda n: upstream_arc.ARCOffloadingManager(
+            upstream_cpu.CPUBackend(OFFLOADED_BLOCK_SIZE, n))
     return result
 
 
