@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import statistics
 
-from ...core.errors import progress
 from ...core.layout import Layout
 from ..testenv import ENGINE_ENV
 from ..tiny_models import generate
-from .runner import base_tree, run_script
+from .runner import alternating_rounds, base_tree
 
 ROUNDS = 4
 TARGET = 0.98
@@ -27,21 +26,11 @@ def run(layout: Layout) -> None:
         "order, 3 repeats each)",
         flush=True)
     model = str(generate("bench-llama"))
-    trees = {"v0.9.2": base_tree(layout), "series": layout.src}
-    rounds: dict[str, list[list[dict]]] = {name: [] for name in trees}
-    for round_number in range(ROUNDS):
-        order = list(trees)
-        if round_number % 2:
-            order.reverse()
-        for name in order:
-            progress(f"engine throughput: {name}, round "
-                     f"{round_number + 1}/{ROUNDS}")
-            rounds[name].append(
-                run_script(layout,
-                           "engine_throughput.py",
-                           trees[name],
-                           model,
-                           env=ENGINE_ENV))
+    rounds = alternating_rounds(
+        layout, "engine_throughput.py", "engine throughput", {
+            "v0.9.2": (base_tree(layout), (model, )),
+            "series": (layout.src, (model, ))
+        }, ROUNDS, ENGINE_ENV)
 
     def median(name: str, key: str) -> float:
         return statistics.median(r[key] for repeats in rounds[name]
@@ -49,7 +38,7 @@ def run(layout: Layout) -> None:
 
     print(f"{'tree':>8} {'out tok/s':>10} {'out tok/CPU-s':>14} "
           "(medians of all repeats)")
-    for name in trees:
+    for name in rounds:
         print(f"{name:>8} {median(name, 'output_tok_per_s'):>10.2f} "
               f"{median(name, 'output_tok_per_cpu_s'):>14.2f}")
     # The ratio of the medians over all repeats (12 per tree) is the steady

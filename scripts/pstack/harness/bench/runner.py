@@ -14,11 +14,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ...core.errors import progress
 from ...core.layout import REPO, Layout
 from ...core.pin import BasePin
 from ...core.vllm_src import VllmSrc
 
 SCRIPTS = REPO / "scripts" / "benchmarks"
+# A side of a comparison: the vLLM tree a script runs in, and its arguments.
+Side = tuple[Path, tuple[str, ...]]
 
 
 def base_tree(layout: Layout) -> Path:
@@ -57,3 +60,22 @@ def run_script(
         json.loads(line) for line in proc.stdout.splitlines()
         if line.startswith("{")
     ]
+
+
+def alternating_rounds(layout: Layout, script: str, label: str,
+                       sides: dict[str, Side], rounds: int,
+                       env: dict[str, str]) -> dict[str, list[list[dict]]]:
+    """Run `script` once per side in each of `rounds` rounds, the order
+    reversed every other round, so that the machine's noise hits the sides
+    alike; per side, the JSON lines of each round."""
+    results: dict[str, list[list[dict]]] = {name: [] for name in sides}
+    for round_number in range(rounds):
+        order = list(sides)
+        if round_number % 2:
+            order.reverse()
+        for name in order:
+            progress(f"{label}: {name}, round {round_number + 1}/{rounds}")
+            tree, args = sides[name]
+            results[name].append(
+                run_script(layout, script, tree, *args, env=env))
+    return results

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import statistics
 
-from ...core.errors import progress
 from ...core.layout import Layout
 from ..testenv import ENGINE_ENV
 from ..tiny_models import generate
-from .runner import run_script
+from .runner import alternating_rounds
 
 ROUNDS = 3
 TARGET = 0.98
@@ -24,22 +23,11 @@ def run(layout: Layout) -> None:
         "the connector, in alternating order, 3 repeats each)",
         flush=True)
     model = str(generate("bench-llama"))
-    configs = {"no connector": (), "offloading": ("--connector", )}
-    rows: dict[str, list[list[dict]]] = {name: [] for name in configs}
-    for round_number in range(ROUNDS):
-        order = list(configs)
-        if round_number % 2:
-            order.reverse()
-        for name in order:
-            progress(f"step overhead: {name}, round "
-                     f"{round_number + 1}/{ROUNDS}")
-            rows[name].append(
-                run_script(layout,
-                           "step_overhead.py",
-                           layout.src,
-                           model,
-                           *configs[name],
-                           env=ENGINE_ENV))
+    rows = alternating_rounds(
+        layout, "step_overhead.py", "step overhead", {
+            "no connector": (layout.src, (model, )),
+            "offloading": (layout.src, (model, "--connector"))
+        }, ROUNDS, ENGINE_ENV)
 
     def median_of(name: str, key: str) -> float:
         return statistics.median(r[key] for repeats in rows[name]
@@ -47,7 +35,7 @@ def run(layout: Layout) -> None:
 
     print(f"{'engine':>13} {'tok/s':>8} {'scheduler ms/step':>18} "
           f"{'worker ms/step':>15} {'steps':>6}")
-    for name in configs:
+    for name in rows:
         print(f"{name:>13} {median_of(name, 'tok_per_s'):>8.1f} "
               f"{median_of(name, 'scheduler_ms_per_step'):>18.3f} "
               f"{median_of(name, 'worker_ms_per_step'):>15.1f} "
