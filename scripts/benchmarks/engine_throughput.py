@@ -16,20 +16,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import time
+
+from offline_engine import make_llm, random_prompts
 
 NUM_PROMPTS = 8
 PROMPT_LEN = 128
 GEN_LEN = 64
-DTYPE = "float32"
-
-
-def prompts(seed: int, vocab: int) -> list[list[int]]:
-    rng = random.Random(seed)
-    # Ids 0..2 are the tokenizer's special tokens.
-    return [[rng.randrange(3, vocab) for _ in range(PROMPT_LEN)]
-            for _ in range(NUM_PROMPTS)]
 
 
 def main() -> None:
@@ -38,22 +31,15 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
-    from vllm import LLM, SamplingParams, TokensPrompt
-    llm = LLM(model=args.model,
-              dtype=DTYPE,
-              enforce_eager=True,
-              max_model_len=2048,
-              block_size=16,
-              seed=0)
+    from vllm import SamplingParams
+    llm = make_llm(args.model)
     vocab = len(llm.get_tokenizer())
     params = SamplingParams(temperature=0.0,
                             max_tokens=GEN_LEN,
                             ignore_eos=True)
 
     def generate(seed: int) -> tuple[float, float]:
-        batch = [
-            TokensPrompt(prompt_token_ids=p) for p in prompts(seed, vocab)
-        ]
+        batch = random_prompts(seed, vocab, NUM_PROMPTS, PROMPT_LEN)
         start, start_cpu = time.perf_counter(), time.process_time()
         outs = llm.generate(batch, params, use_tqdm=False)
         elapsed, cpu = time.perf_counter() - start, time.process_time(

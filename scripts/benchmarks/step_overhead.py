@@ -22,14 +22,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import time
 from collections import defaultdict
+
+from offline_engine import make_llm, random_prompts
 
 NUM_PROMPTS = 8
 PROMPT_LEN = 512
 GEN_LEN = 32
-DTYPE = "float32"
 OFFLOADING = {
     "kv_connector": "OffloadingConnector",
     "kv_role": "kv_both",
@@ -58,13 +58,6 @@ def timed(obj: object, method: str, part: str) -> None:
     setattr(obj, method, wrapper)
 
 
-def prompts(seed: int, vocab: int) -> list[list[int]]:
-    rng = random.Random(seed)
-    # Ids 0..2 are the tokenizer's special tokens.
-    return [[rng.randrange(3, vocab) for _ in range(PROMPT_LEN)]
-            for _ in range(NUM_PROMPTS)]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model")
@@ -72,17 +65,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
-    from vllm import LLM, SamplingParams, TokensPrompt
-    from vllm.config import KVTransferConfig
+    from vllm import SamplingParams
 
-    llm = LLM(model=args.model,
-              dtype=DTYPE,
-              enforce_eager=True,
-              max_model_len=2048,
-              block_size=16,
-              seed=0,
-              kv_transfer_config=KVTransferConfig(
-                  **OFFLOADING) if args.connector else None)
+    llm = make_llm(args.model, OFFLOADING if args.connector else None)
     engine_core = llm.llm_engine.engine_core.engine_core
     timed(engine_core.scheduler, "schedule", "scheduler")
     timed(engine_core.scheduler, "update_from_output", "scheduler")
@@ -93,9 +78,7 @@ def main() -> None:
                             ignore_eos=True)
 
     def generate(seed: int) -> float:
-        batch = [
-            TokensPrompt(prompt_token_ids=p) for p in prompts(seed, vocab)
-        ]
+        batch = random_prompts(seed, vocab, NUM_PROMPTS, PROMPT_LEN)
         start = time.perf_counter()
         outputs = llm.generate(batch, params, use_tqdm=False)
         elapsed = time.perf_counter() - start
