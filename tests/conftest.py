@@ -161,3 +161,21 @@ UPSTREAMED_A_CONFLICTS_B = {
     "line 3\n": "line three\n",
     "line 9\n": "line NINE\n"
 }
+
+# Upstream made A's change its own way: a conflict with A, unless
+# patches/upstream.toml records A as absorbed.
+ABSORBS_A = {"line 3\n": "line 3 (#1)\n"}
+
+
+def write_upstream_record(stack: Layout,
+                          entries: list[tuple[str, list[str]]]) -> None:
+    """patches/upstream.toml: each patch absorbed by vllm-project/vllm#1,
+    with evidence texts in vllm/core.py."""
+    lines = []
+    for patch, texts in entries:
+        evidence = ", ".join(f'["vllm/core.py", "{text}"]' for text in texts)
+        lines += [
+            "[[absorbed]]", f'patch = "{patch}"',
+            'upstream = "vllm-project/vllm#1"', f"evidence = [{evidence}]", ""
+        ]
+    (stack.patches / "upstream.toml").write_text("\n".join(lines))

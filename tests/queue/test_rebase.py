@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import (UPSTREAMED_A_CONFLICTS_B, commit_change, commit_project,
-                      git, new_release)
+from conftest import (ABSORBS_A, UPSTREAMED_A_CONFLICTS_B, commit_change,
+                      commit_project, git, new_release, write_upstream_record)
 from pstack.core.errors import UserError
 from pstack.core.pin import BasePin
 from pstack.core.series import read_series
@@ -140,3 +140,47 @@ def test_rebase_refuses_unexported_work_before_importing(stack, monkeypatch):
     assert git(stack.src, "tag", "--list", "v0.0.2").strip() == ""
     with pytest.raises(UserError, match="already based on vLLM 0.0.1"):
         rebase(stack, "0.0.1")
+
+
+def test_rebase_leaves_out_the_patches_a_release_absorbed(
+        stack, monkeypatch, capsys):
+    from pstack.queue.rebase import rebase
+    _series_abc(stack)
+    new_release(stack, monkeypatch, "0.0.2", ABSORBS_A)
+    # Without the record, upstream's own form of A is a conflict.
+    with pytest.raises(UserError, match="stopped at patch 1/3 Core-A.patch"):
+        rebase(stack, "0.0.2")
+    from pstack.queue.rebase import abort
+    abort(stack)
+    # A is absorbed; C only partly (one of its two texts is upstream), so it
+    # stays; B has no entry.
+    write_upstream_record(stack, [("Core-A.patch", ["line 3 (#1)"]),
+                                  ("Core-C.patch", ["line 3 (#1)", "gone"])])
+    commit_project(stack)
+    result = rebase(stack, "0.0.2")
+    assert result.kept == ["[Core] B", "[Core] C"]
+    assert result.absorbed == {
+        "[Core] A": "absorbed by vllm-project/vllm#1: `vllm/core.py:3`"
+    }
+    assert result.dropped == [] and result.skipped == []
+    out = capsys.readouterr().out
+    assert ("dropped (absorbed by vllm-project/vllm#1: `vllm/core.py:3`): "
+            "[Core] A" in out)
+    assert "patch 3/3 Core-C.patch: partly absorbed" in out
+    assert read_series(stack) == ["Core-B.patch", "Core-C.patch"]
+    # The record stays: it says where upstream has what the line left out.
+    assert "Core-A.patch" in (stack.patches / "upstream.toml").read_text()
+    assert "line 3 (#1)" in (stack.src / "vllm/core.py").read_text()
+
+
+@pytest.mark.parametrize("record, error", [
+    ("[[absorbed]]\npatch = 'A.patch'\n", "needs patch, upstream and"),
+    ("[[absorbed]]\npatch = 'A.patch'\nupstream = 'x'\nevidence = []\n",
+     "has no evidence"),
+    ("[[absorbed]\n", "is not valid TOML"),
+])
+def test_bad_upstream_record_is_one_clear_error(stack, record, error):
+    from pstack.queue.absorbed import read_record
+    (stack.patches / "upstream.toml").write_text(record)
+    with pytest.raises(UserError, match=error):
+        read_record(stack.patches)

@@ -7,8 +7,11 @@
    of the current base, tagged `v<version>` (fixed identity and date: the
    same commit id on every machine; the pin's `previous` list lets `make
    apply` rebuild the same chain).
-3. `git rebase --onto v<new> v<old> series`. Patches whose changes are
-   already upstream become empty and are dropped (and named). The first
+3. `git rebase --onto v<new> v<old> series`. Patches that the release
+   absorbed in its own form (patches/upstream.toml, checked against the
+   release's tree: see absorbed.py) are left out, with the evidence;
+   patches whose changes are already upstream line for line become empty
+   and are dropped. Both are named. The first
    conflict stops the rebase: the patch, its conflicting files and the
    commands to continue or abort are printed, and re-running `make rebase
    TO=<version>` after resolving continues where it stopped.
@@ -37,6 +40,7 @@ from ..core.layout import Layout
 from ..core.pin import BasePin
 from ..core.series import read_series
 from ..core.vllm_src import SERIES, UPSTREAM, VllmSrc
+from .absorbed import find, read_record
 from .apply import apply
 from .export import export
 from .guard import ensure_safe_to_reset
@@ -100,6 +104,10 @@ class RebaseState:
     patches: list[OldPatch]  # the old series, in order
     # Commits git dropped because they became empty: already upstream.
     upstreamed: list[str] = field(default_factory=list)
+    # Commit -> what the new release has of it (patches/upstream.toml):
+    # absorbed ones are left out of the rebase, partly absorbed ones not.
+    absorbed: dict[str, str] = field(default_factory=dict)
+    partly_absorbed: dict[str, str] = field(default_factory=dict)
 
     def save(self, src: VllmSrc) -> None:
         src.rebase_state_file.write_text(
@@ -115,7 +123,9 @@ class RebaseState:
                    old_tip=data["old_tip"],
                    old_upstream=data["old_upstream"],
                    patches=[OldPatch(**p) for p in data["patches"]],
-                   upstreamed=data["upstreamed"])
+                   upstreamed=data["upstreamed"],
+                   absorbed=data.get("absorbed", {}),
+                   partly_absorbed=data.get("partly_absorbed", {}))
 
     @staticmethod
     def clear(src: VllmSrc) -> None:
@@ -146,6 +156,8 @@ class Result:
     version: str
     kept: list[str] = field(default_factory=list)  # subjects, new order
     dropped: list[str] = field(default_factory=list)  # already upstream
+    # Subject -> evidence, of the patches left out as absorbed upstream.
+    absorbed: dict[str, str] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # `rebase --skip`ped
     range_diff: Path | None = None
 
@@ -162,10 +174,11 @@ def _stopped_commit(src: VllmSrc) -> str | None:
 def run_rebase(src: VllmSrc,
                state: RebaseState,
                args: list[str],
-               config: tuple[str, ...] = ()) -> Stop | None:
+               config: tuple[str, ...] = (),
+               env: dict[str, str] | None = None) -> Stop | None:
     """Run one `git rebase` command; None when the rebase is complete."""
     cfg = [a for c in config for a in ("-c", c)]
-    proc = src.run(*cfg, "rebase", *args, env=COMMIT_ENV)
+    proc = src.run(*cfg, "rebase", *args, env={**COMMIT_ENV, **(env or {})})
     dropped = re.finditer(
         r"^dropping ([0-9a-f]{40}) .* -- patch contents already upstream",
         proc.stdout + proc.stderr, re.M)
@@ -250,8 +263,38 @@ def start(layout: Layout, version: str) -> RebaseState:
             for n, fields in enumerate(zip(commits, names, subjects), 1)
         ])
     import_release(src, tarball, version, parent=src.rev(pin.tag))
+    _find_absorbed(layout, src, state)
     state.save(src)
     return state
+
+
+def _find_absorbed(layout: Layout, src: VllmSrc, state: RebaseState) -> None:
+    """Check patches/upstream.toml against the new release's own tree."""
+    findings = find(src, state.new_pin.tag, read_record(layout.patches))
+    for patch in state.patches:
+        finding = findings.get(patch.name)
+        if finding is None:
+            continue
+        progress(f"{state.label(patch.commit)}: {finding.describe()}")
+        if finding.absorbed:
+            state.absorbed[patch.commit] = finding.describe()
+        else:
+            state.partly_absorbed[patch.commit] = finding.describe()
+
+
+TODO_ABBREV = 12
+
+
+def _drop_todo_editor(commits: list[str]) -> dict[str, str]:
+    """The environment for `git rebase -i` that turns the todo list's
+    `pick` of these commits into `drop`, with no editor opened."""
+    # The todo names commits by ids abbreviated to TODO_ABBREV hex digits
+    # (more only where that is ambiguous).
+    prefixes = "|".join(commit[:TODO_ABBREV] for commit in commits)
+    return {
+        "GIT_SEQUENCE_EDITOR":
+        f"sed -i -E 's/^pick (({prefixes})[0-9a-f]*) /drop \\1 /'"
+    }
 
 
 def step(layout: Layout, state: RebaseState,
@@ -277,12 +320,17 @@ def step(layout: Layout, state: RebaseState,
         raise UserError(f"branch {SERIES} moved since the rebase started",
                         "`make rebase-abort` and start again")
     old, new = state.old_pin.tag, state.new_pin.tag
+    args = ["--committer-date-is-author-date", "--onto", new, old, SERIES]
+    env = None
+    if state.absorbed:
+        # Interactive only to drop the absorbed patches from the todo list.
+        args = ["--interactive", *args]
+        config = (*config, f"core.abbrev={TODO_ABBREV}")
+        env = _drop_todo_editor(list(state.absorbed))
+        progress(f"leaving out {len(state.absorbed)} absorbed patch(es)")
     progress(f"rebasing {len(state.patches)} patches: git rebase --onto "
              f"{new} {old} {SERIES}")
-    return run_rebase(
-        src, state,
-        ["--committer-date-is-author-date", "--onto", new, old, SERIES],
-        config)
+    return run_rebase(src, state, args, config, env)
 
 
 def finish(layout: Layout, state: RebaseState, docs: Path) -> Result:
@@ -292,11 +340,18 @@ def finish(layout: Layout, state: RebaseState, docs: Path) -> Result:
     new, old = state.new_pin, state.old_pin
     kept = src.subjects(f"{new.tag}..{SERIES}")
     upstreamed = {state.patch(c).subject for c in state.upstreamed}
+    absorbed = {
+        state.patch(c).subject: evidence
+        for c, evidence in state.absorbed.items()
+    }
     gone = [p.subject for p in state.patches if p.subject not in kept]
-    result = Result(version=new.version,
-                    kept=kept,
-                    dropped=[s for s in gone if s in upstreamed],
-                    skipped=[s for s in gone if s not in upstreamed])
+    result = Result(
+        version=new.version,
+        kept=kept,
+        dropped=[s for s in gone if s in upstreamed],
+        absorbed={s: absorbed[s]
+                  for s in gone if s in absorbed},
+        skipped=[s for s in gone if s not in upstreamed | absorbed.keys()])
     new.dump(layout.base_file)
     export(layout)
     apply(layout)
@@ -367,12 +422,16 @@ def rebase(layout: Layout, version: str | None) -> Result:
     if stop is not None:
         raise _stop_error(state, src, stop)
     result = finish(layout, state, layout.docs)
+    for subject, evidence in result.absorbed.items():
+        print(f"dropped ({evidence}): {subject}")
     for subject in result.dropped:
         print(f"dropped (already upstream): {subject}")
     for subject in result.skipped:
         print(f"dropped (skipped during the rebase): {subject}")
+    num_dropped = (len(result.dropped) + len(result.absorbed) +
+                   len(result.skipped))
     print(f"rebase: {len(result.kept)} patches on vLLM {result.version}, "
-          f"{len(result.dropped) + len(result.skipped)} dropped; pin and "
+          f"{num_dropped} dropped; pin and "
           "patches/ updated")
     print(f"review: {result.range_diff}")
     print("next: `make check-series`, `make test`, then commit patches/ and "
