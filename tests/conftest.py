@@ -16,6 +16,8 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 from pstack.core.layout import Layout  # noqa: E402
 from pstack.core.pin import BasePin  # noqa: E402
+from pstack.queue.apply import apply  # noqa: E402
+from pstack.queue.export import export  # noqa: E402
 
 FAKE_FILES = {
     ".gitignore": "/vllm/_version.py\n*.so\nbuild/\n",
@@ -122,6 +124,16 @@ def commit_change(src: Path,
             "GIT_AUTHOR_DATE": "1700000100 +0000",
             "PATH": "/usr/bin:/bin"
         })
+
+
+def export_core_series(stack: Layout, edits: list[tuple[str, str,
+                                                        str]]) -> None:
+    """Apply the series, commit each (old line, new line, subject) edit of
+    vllm/core.py as a patch on it, and export them."""
+    apply(stack)
+    for old, new, subject in edits:
+        commit_change(stack.src, "vllm/core.py", old, new, subject)
+    export(stack)
 
 
 def commit_project(paths: Layout) -> None:

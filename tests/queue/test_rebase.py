@@ -6,26 +6,21 @@ import re
 
 import pytest
 from conftest import (ABSORBS_A, UPSTREAMED_A_CONFLICTS_B, commit_change,
-                      commit_project, git, new_release, write_upstream_record)
+                      commit_project, export_core_series, git, new_release,
+                      write_upstream_record)
 from pstack.core.errors import UserError
 from pstack.core.pin import BasePin
 from pstack.core.series import read_series
 from pstack.queue.apply import apply
 from pstack.queue.check_series import check_series
-from pstack.queue.export import export
 
 
 def _series_abc(stack) -> None:
     """Three patches on 0.0.1, exported and committed: A, B and C edit
     core.py."""
-    apply(stack)
-    commit_change(stack.src, "vllm/core.py", "line 3\n", "line three\n",
-                  "[Core] A")
-    commit_change(stack.src, "vllm/core.py", "line 9\n", "line nine\n",
-                  "[Core] B")
-    commit_change(stack.src, "vllm/core.py", "line 15\n", "line fifteen\n",
-                  "[Core] C")
-    export(stack)
+    export_core_series(stack, [("line 3\n", "line three\n", "[Core] A"),
+                               ("line 9\n", "line nine\n", "[Core] B"),
+                               ("line 15\n", "line fifteen\n", "[Core] C")])
     commit_project(stack)
 
 

@@ -5,25 +5,17 @@ from __future__ import annotations
 import re
 import shutil
 
-from conftest import (ABSORBS_A, UPSTREAMED_A_CONFLICTS_B, commit_change,
+from conftest import (ABSORBS_A, UPSTREAMED_A_CONFLICTS_B, export_core_series,
                       new_release, write_upstream_record)
-from pstack.queue.apply import apply
-from pstack.queue.export import export
 
 
 def test_rebase_report_goes_past_conflicts_in_a_scratch_tree(
         stack, monkeypatch, tmp_path):
     from pstack.queue.rebase_report import report
-    apply(stack)
-    commit_change(stack.src, "vllm/core.py", "line 3\n", "line three\n",
-                  "[Core] A")
-    commit_change(stack.src, "vllm/core.py", "line 9\n", "line nine\n",
-                  "[Core] B")
-    commit_change(stack.src, "vllm/core.py", "line nine\n", "line 9 again\n",
-                  "[Core] C")
-    commit_change(stack.src, "vllm/core.py", "line 15\n", "line fifteen\n",
-                  "[Core] D")
-    export(stack)
+    export_core_series(stack, [("line 3\n", "line three\n", "[Core] A"),
+                               ("line 9\n", "line nine\n", "[Core] B"),
+                               ("line nine\n", "line 9 again\n", "[Core] C"),
+                               ("line 15\n", "line fifteen\n", "[Core] D")])
     shutil.rmtree(stack.src)  # the report never needs (nor touches) vllm-src
     new_release(stack, monkeypatch, "0.0.2", UPSTREAMED_A_CONFLICTS_B)
     docs = tmp_path / "docs"
@@ -57,12 +49,8 @@ def test_rebase_report_goes_past_conflicts_in_a_scratch_tree(
 def test_rebase_report_names_absorbed_and_partly_absorbed_patches(
         stack, monkeypatch, tmp_path):
     from pstack.queue.rebase_report import report
-    apply(stack)
-    commit_change(stack.src, "vllm/core.py", "line 3\n", "line three\n",
-                  "[Core] A")
-    commit_change(stack.src, "vllm/core.py", "line 15\n", "line fifteen\n",
-                  "[Core] B")
-    export(stack)
+    export_core_series(stack, [("line 3\n", "line three\n", "[Core] A"),
+                               ("line 15\n", "line fifteen\n", "[Core] B")])
     write_upstream_record(stack, [("Core-A.patch", ["line 3 (#1)"]),
                                   ("Core-B.patch", ["line 3 (#1)", "gone"])])
     new_release(stack, monkeypatch, "0.0.2", ABSORBS_A)
@@ -82,14 +70,9 @@ def test_rebase_report_step_by_step_tables_each_patch_per_release(
         stack, monkeypatch, tmp_path):
     import pstack.queue.rebase
     from pstack.queue.rebase_report import report_steps
-    apply(stack)
-    commit_change(stack.src, "vllm/core.py", "line 3\n", "line three\n",
-                  "[Core] A")
-    commit_change(stack.src, "vllm/core.py", "line 9\n", "line nine\n",
-                  "[Core] B")
-    commit_change(stack.src, "vllm/core.py", "line 15\n", "line fifteen\n",
-                  "[Core] C")
-    export(stack)
+    export_core_series(stack, [("line 3\n", "line three\n", "[Core] A"),
+                               ("line 9\n", "line nine\n", "[Core] B"),
+                               ("line 15\n", "line fifteen\n", "[Core] C")])
     write_upstream_record(stack, [("Core-A.patch", ["line 3 (#1)"])])
     # 0.0.2 changes B's line its own way; 0.0.3 also absorbs A.
     pins = {
