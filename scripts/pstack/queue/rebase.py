@@ -364,8 +364,8 @@ def finish(layout: Layout, state: RebaseState, docs: Path) -> Result:
         "before and after\n"
         f"# the rebase onto vLLM {new.version}. '=' same patch, '!' changed "
         "(the diff of\n"
-        "# the diffs follows), '<' dropped (already upstream), '>' new.\n\n" +
-        diff)
+        "# the diffs follows), '<' dropped (absorbed or already upstream),\n"
+        "# '>' new.\n\n" + diff)
     RebaseState.clear(src)
     return result
 
