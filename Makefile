@@ -7,10 +7,14 @@
 # build and the harness run in .venv (RUNTIME_PY below).
 
 PYTHON ?= python3
-VENV   ?= .venv
 VPY     = $(VENV)/bin/python
 PY      = $(PYTHON)
-PSTACK  = PYTHONPATH=scripts $(PY) -m pstack
+# LINE=<version> picks the line on that vLLM release, patches-<version>/
+# with vllm-src-<version>/ and .venv-<version>/ (default: the line in
+# patches/, vllm-src/ and .venv/).
+LINE   ?=
+VENV   ?= $(if $(LINE),.venv-$(LINE),.venv)
+PSTACK  = PSTACK_LINE=$(LINE) PYTHONPATH=scripts $(PY) -m pstack
 
 # `private`: not inherited by prerequisites (setup must run with $(PYTHON)).
 models wheel test stress bench demo check-bisect: private PY = $(VPY)
@@ -38,11 +42,11 @@ export:             ## vllm-src commits -> patches/*.patch + patches/series
 check-series:       ## apply + export is a no-op, patches are upstream-shaped
 	$(PSTACK) check-series
 
-rebase:             ## move the series onto vLLM $(TO); re-run to continue after a conflict
+rebase:             ## carry the line onto vLLM $(TO) as patches-$(TO)/; re-run to continue after a conflict
 	$(PSTACK) rebase $(TO)
 
-rebase-abort:       ## undo a rebase under way: series, upstream and the pin as before
-	$(PSTACK) rebase --abort
+rebase-abort:       ## undo a carry under way (TO= if several)
+	$(PSTACK) rebase --abort $(TO)
 
 rebase-report:      ## rebase a copy in build/ (not vllm-src): docs/rebase-$(TO).md
 	$(PSTACK) rebase-report $(TO)

@@ -76,7 +76,7 @@ def stack(tmp_path: Path, monkeypatch) -> Layout:
                   wheel_sha256="0" * 64)
     pin.dump(patches / "base.toml")
     (patches / "series").write_text("# test series\n")
-    (project / ".gitignore").write_text("/vllm-src/\n")
+    (project / ".gitignore").write_text("/vllm-src/\n/vllm-src-*/\n/build/\n")
     git(project, "init", "-q")
     git(project, "add", "-A")
     git(project, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
@@ -134,6 +134,15 @@ def export_core_series(stack: Layout, edits: list[tuple[str, str,
     for old, new, subject in edits:
         commit_change(stack.src, "vllm/core.py", old, new, subject)
     export(stack)
+
+
+def series_abc(stack: Layout) -> None:
+    """Three patches on 0.0.1, exported and committed: A, B and C edit
+    core.py."""
+    export_core_series(stack, [("line 3\n", "line three\n", "[Core] A"),
+                               ("line 9\n", "line nine\n", "[Core] B"),
+                               ("line 15\n", "line fifteen\n", "[Core] C")])
+    commit_project(stack)
 
 
 def commit_project(paths: Layout) -> None:

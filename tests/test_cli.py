@@ -33,8 +33,9 @@ def test_cli_reports_one_line_cause_and_next_step(stack):
 
 
 def test_cli_rebase_and_pr_errors_are_one_line_with_next_step(stack):
-    for args, message in ((["rebase"],
-                           "no rebase under way and no version given"),
+    for args, message in (([
+            "rebase"
+    ], "no `make rebase` is under way and no version given"),
                           (["rebase",
                             "--abort"], "no `make rebase` is under way"),
                           (["pr", "9"], "no patch 9: the series has 0")):

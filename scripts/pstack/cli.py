@@ -33,8 +33,10 @@ COMMANDS = (
             "apply, unless vllm-src holds work of its own"),
     Command("check-series", "queue.check_series",
             "apply + export is a no-op, patches are upstream-shaped"),
-    Command("rebase", "queue.rebase",
-            "move the series onto another vLLM release (--abort: undo)"),
+    Command(
+        "rebase", "queue.carry",
+        "carry the line onto another vLLM release as a line of its own "
+        "(--abort: undo)"),
     Command("rebase-report", "queue.rebase_report",
             "try the rebase on a copy: docs/rebase-<version>.md"),
     Command("pr", "queue.pr",

@@ -6,7 +6,7 @@ import re
 
 import pytest
 from conftest import (ABSORBS_A, UPSTREAMED_A_CONFLICTS_B, commit_change,
-                      commit_project, export_core_series, git, new_release,
+                      commit_project, git, new_release, series_abc,
                       write_upstream_record)
 from pstack.core.errors import UserError
 from pstack.core.pin import BasePin
@@ -15,19 +15,10 @@ from pstack.queue.apply import apply
 from pstack.queue.check_series import check_series
 
 
-def _series_abc(stack) -> None:
-    """Three patches on 0.0.1, exported and committed: A, B and C edit
-    core.py."""
-    export_core_series(stack, [("line 3\n", "line three\n", "[Core] A"),
-                               ("line 9\n", "line nine\n", "[Core] B"),
-                               ("line 15\n", "line fifteen\n", "[Core] C")])
-    commit_project(stack)
-
-
 def test_rebase_drops_upstreamed_patch_and_stops_at_conflict_then_aborts(
         stack, monkeypatch, capsys):
     from pstack.queue.rebase import abort, rebase
-    _series_abc(stack)
+    series_abc(stack)
     new_release(stack, monkeypatch, "0.0.2", UPSTREAMED_A_CONFLICTS_B)
     old_tip = git(stack.src, "rev-parse", "series").strip()
     old_upstream = git(stack.src, "rev-parse", "upstream").strip()
@@ -63,7 +54,7 @@ def test_rebase_drops_upstreamed_patch_and_stops_at_conflict_then_aborts(
 def test_rebase_continues_after_resolution_and_reports_the_drop(
         stack, monkeypatch, capsys):
     from pstack.queue.rebase import rebase
-    _series_abc(stack)
+    series_abc(stack)
     new_release(stack, monkeypatch, "0.0.2", UPSTREAMED_A_CONFLICTS_B)
     with pytest.raises(UserError, match="stopped at patch 2/3"):
         rebase(stack, "0.0.2")
@@ -91,7 +82,7 @@ def test_rebase_continues_after_resolution_and_reports_the_drop(
 def test_clean_rebase_updates_pin_exports_and_is_reproducible(
         stack, monkeypatch, tmp_path):
     from pstack.queue.rebase import rebase
-    _series_abc(stack)
+    series_abc(stack)
     new = new_release(stack, monkeypatch, "0.0.2",
                       {"line 20\n": "line twenty\n"})
     old = BasePin.load(stack.base_file)
@@ -126,7 +117,7 @@ def test_clean_rebase_updates_pin_exports_and_is_reproducible(
 
 def test_rebase_refuses_unexported_work_before_importing(stack, monkeypatch):
     from pstack.queue.rebase import rebase
-    _series_abc(stack)
+    series_abc(stack)
     new_release(stack, monkeypatch, "0.0.2", {})
     commit_change(stack.src, "vllm/core.py", "line 4\n", "line four\n",
                   "[Core] Unsaved")
@@ -140,7 +131,7 @@ def test_rebase_refuses_unexported_work_before_importing(stack, monkeypatch):
 def test_rebase_leaves_out_the_patches_a_release_absorbed(
         stack, monkeypatch, capsys):
     from pstack.queue.rebase import rebase
-    _series_abc(stack)
+    series_abc(stack)
     new_release(stack, monkeypatch, "0.0.2", ABSORBS_A)
     # Without the record, upstream's own form of A is a conflict.
     with pytest.raises(UserError, match="stopped at patch 1/3 Core-A.patch"):

@@ -4,7 +4,12 @@
 the lm-eval task, ci/) are found from there. Everything a maintained line of
 the stack owns, its series and pin, its generated vllm-src, its venv and
 what the commands write (docs/, build/, out/), is found through a `Layout`,
-so that tests (and a second line, some day) can point it elsewhere.
+so that tests can point it elsewhere.
+
+A checkout holds one line per vLLM release it maintains: the default line
+in patches/ (with vllm-src/ and .venv/), and each other line next to it,
+named by its release: patches-<version>/, vllm-src-<version>/ and
+.venv-<version>/. `LINE=<version>` (PSTACK_LINE) picks one.
 """
 
 from __future__ import annotations
@@ -12,6 +17,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from .errors import UserError
+from .pin import BasePin
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -45,14 +53,53 @@ class Layout:
 
     @classmethod
     def default(cls) -> Layout:
-        """The checkout's own line, unless PSTACK_* variables say otherwise."""
+        """The checkout's default line, or the line PSTACK_LINE names,
+        unless PSTACK_* variables say otherwise."""
         env = os.environ
-        return cls(
+        layout = cls(
             patches=Path(env.get("PSTACK_PATCHES", REPO / "patches")),
             src=Path(env.get("PSTACK_SRC", REPO / "vllm-src")),
             cache=cache_dir(),
             venv=Path(env.get("PSTACK_VENV", REPO / ".venv")),
         )
+        version = env.get("PSTACK_LINE")
+        return layout.existing_line(version) if version else layout
+
+    def line(self, version: str) -> Layout:
+        """The line on vLLM `version` next to this one (it may not exist
+        yet)."""
+        root = self.root
+        assert root is not None
+        return Layout(patches=root / f"patches-{version}",
+                      src=root / f"vllm-src-{version}",
+                      cache=self.cache,
+                      root=root,
+                      venv=root / f".venv-{version}")
+
+    def existing_line(self, version: str) -> Layout:
+        """This line if it is on vLLM `version`, else the line of that
+        version next to it, which must exist."""
+        if _base_version(self.patches) == version:
+            return self
+        other = self.line(version)
+        if _base_version(other.patches) == version:
+            return other
+        lines = ", ".join(f"{v} ({p.name}/)" for v, p in self.lines())
+        raise UserError(
+            f"this checkout has no line on vLLM {version}",
+            f"its lines: {lines}; `make rebase TO={version}` "
+            "carries the default line onto it")
+
+    def lines(self) -> list[tuple[str, Path]]:
+        """(version, patches directory) of each line of the checkout, the
+        default one first."""
+        assert self.root is not None
+        found = [(_base_version(self.patches), self.patches)]
+        for patches in sorted(self.root.glob("patches-*")):
+            version = _base_version(patches)
+            if version and patches != self.patches:
+                found.append((version, patches))
+        return [(v, p) for v, p in found if v]
 
     @property
     def series_file(self) -> Path:
@@ -88,3 +135,9 @@ class Layout:
     @property
     def venv_python(self) -> Path:
         return self.venv / "bin" / "python"
+
+
+def _base_version(patches: Path) -> str | None:
+    """The vLLM version a line's base.toml pins, if it has one."""
+    base = patches / "base.toml"
+    return BasePin.load(base).version if base.is_file() else None

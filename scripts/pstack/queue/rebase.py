@@ -1,4 +1,7 @@
-"""`make rebase TO=<version>`: move the series onto a newer vLLM release.
+"""Move a line of the stack onto a newer vLLM release, in place.
+
+`make rebase TO=<version>` runs this on a copy of the line it carries
+(carry.py), so that the line itself stays as it is; the steps:
 
 1. Look the release up on the configured package index (pip's own finder,
    as `make fetch` does), download its sdist and check the sha256 the
@@ -11,8 +14,10 @@
    absorbed in its own form (patches/upstream.toml, checked against the
    release's tree: see absorbed.py) are left out, with the evidence;
    patches whose changes are already upstream line for line become empty
-   and are dropped. Both are named. The first
-   conflict stops the rebase: the patch, its conflicting files and the
+   and are dropped. Both are named. Patches with a recorded version for
+   the release (a resolution made once, see carry.py) are replaced by it
+   (`exec git am <file>` in the todo list). The first conflict stops the
+   rebase: the patch, its conflicting files and the
    commands to continue or abort are printed, and re-running `make rebase
    TO=<version>` after resolving continues where it stopped.
 4. Once the whole series is on the new base: patches/base.toml pins the new
@@ -27,9 +32,9 @@ branch, and `make rebase-abort` puts series, upstream and the pin back.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
+import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -45,6 +50,7 @@ from .apply import apply
 from .export import export
 from .guard import ensure_safe_to_reset
 from .importer import import_release, init_repo
+from .todo import TodoPlan
 
 # The rebased commits get the committer `make apply` uses, with the
 # author's date: the same commit ids as a fresh apply of the exported
@@ -60,24 +66,6 @@ CONFLICT_KINDS = {
     "AU": "added upstream",
     "UA": "added by the patch"
 }
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("version",
-                        nargs="?",
-                        help="the vLLM release to move onto")
-    parser.add_argument("--abort",
-                        action="store_true",
-                        help="undo a rebase under way (series, upstream, pin)")
-
-
-def run(args: argparse.Namespace, layout: Layout) -> int:
-    if args.abort:
-        abort(layout)
-    else:
-        rebase(layout, args.version)
-    return 0
-
 
 # ---------------------------------------------------------------- state
 
@@ -108,6 +96,9 @@ class RebaseState:
     # absorbed ones are left out of the rebase, partly absorbed ones not.
     absorbed: dict[str, str] = field(default_factory=dict)
     partly_absorbed: dict[str, str] = field(default_factory=dict)
+    # Commit -> the recorded version of its patch for the new release
+    # (carry.py), applied instead of the commit.
+    replayed: dict[str, str] = field(default_factory=dict)
 
     def save(self, src: VllmSrc) -> None:
         src.rebase_state_file.write_text(
@@ -125,7 +116,8 @@ class RebaseState:
                    patches=[OldPatch(**p) for p in data["patches"]],
                    upstreamed=data["upstreamed"],
                    absorbed=data.get("absorbed", {}),
-                   partly_absorbed=data.get("partly_absorbed", {}))
+                   partly_absorbed=data.get("partly_absorbed", {}),
+                   replayed=data.get("replayed", {}))
 
     @staticmethod
     def clear(src: VllmSrc) -> None:
@@ -188,6 +180,17 @@ def run_rebase(src: VllmSrc,
             progress(f"{state.label(commit)}: already upstream, dropped")
             state.upstreamed.append(commit)
             state.save(src)
+    failed_exec = re.search(r"^warning: execution failed: (.*)$",
+                            proc.stdout + proc.stderr, re.M)
+    if failed_exec:
+        # Only replays are executed: a recorded version that did not apply.
+        recorded = Path(shlex.split(failed_exec.group(1))[-1])
+        raise UserError(
+            f"the recorded version {recorded.parent.name}/{recorded.name} "
+            f"does not apply on {state.new_pin.tag}",
+            "`make rebase-abort`, then delete its entry from the line's "
+            "carried.toml: `make rebase` then carries the patch again from "
+            "the line it comes from")
     if src.operation_in_progress() != "git rebase":
         if proc.returncode != 0:
             output = (proc.stderr or proc.stdout).strip()
@@ -225,8 +228,11 @@ def _stop_error(state: RebaseState, src: VllmSrc, stop: Stop) -> UserError:
 # ---------------------------------------------------------------- steps
 
 
-def start(layout: Layout, version: str) -> RebaseState:
-    """Check vllm-src, fetch and import the release, record the state."""
+def start(layout: Layout,
+          version: str,
+          replay: dict[str, Path] | None = None) -> RebaseState:
+    """Check vllm-src, fetch and import the release, record the state.
+    `replay` maps patch names to recorded versions that replace them."""
     pin = BasePin.load(layout.base_file)
     if version == pin.version:
         raise UserError(f"the series is already based on vLLM {version}",
@@ -264,6 +270,10 @@ def start(layout: Layout, version: str) -> RebaseState:
         ])
     import_release(src, tarball, version, parent=src.rev(pin.tag))
     _find_absorbed(layout, src, state)
+    for patch in state.patches:
+        recorded = (replay or {}).get(patch.name)
+        if recorded is not None and patch.commit not in state.absorbed:
+            state.replayed[patch.commit] = str(recorded.resolve())
     state.save(src)
     return state
 
@@ -280,21 +290,6 @@ def _find_absorbed(layout: Layout, src: VllmSrc, state: RebaseState) -> None:
             state.absorbed[patch.commit] = finding.describe()
         else:
             state.partly_absorbed[patch.commit] = finding.describe()
-
-
-TODO_ABBREV = 12
-
-
-def _drop_todo_editor(commits: list[str]) -> dict[str, str]:
-    """The environment for `git rebase -i` that turns the todo list's
-    `pick` of these commits into `drop`, with no editor opened."""
-    # The todo names commits by ids abbreviated to TODO_ABBREV hex digits
-    # (more only where that is ambiguous).
-    prefixes = "|".join(commit[:TODO_ABBREV] for commit in commits)
-    return {
-        "GIT_SEQUENCE_EDITOR":
-        f"sed -i -E 's/^pick (({prefixes})[0-9a-f]*) /drop \\1 /'"
-    }
 
 
 def step(layout: Layout, state: RebaseState,
@@ -322,12 +317,19 @@ def step(layout: Layout, state: RebaseState,
     old, new = state.old_pin.tag, state.new_pin.tag
     args = ["--committer-date-is-author-date", "--onto", new, old, SERIES]
     env = None
-    if state.absorbed:
-        # Interactive only to drop the absorbed patches from the todo list.
-        args = ["--interactive", *args]
-        config = (*config, f"core.abbrev={TODO_ABBREV}")
-        env = _drop_todo_editor(list(state.absorbed))
-        progress(f"leaving out {len(state.absorbed)} absorbed patch(es)")
+    if state.absorbed or state.replayed:
+        # Interactive only to edit the todo list: absorbed patches are
+        # dropped, recorded versions replace their patches.
+        # (--empty=drop: patches already upstream are dropped, as without
+        # --interactive, where that is the default.)
+        args = ["--interactive", "--empty=drop", *args]
+        env = TodoPlan(drop=list(state.absorbed),
+                       replay=state.replayed).environment()
+        if state.absorbed:
+            progress(f"leaving out {len(state.absorbed)} absorbed patch(es)")
+        if state.replayed:
+            progress(f"replaying the recorded version of "
+                     f"{len(state.replayed)} patch(es)")
     progress(f"rebasing {len(state.patches)} patches: git rebase --onto "
              f"{new} {old} {SERIES}")
     return run_rebase(src, state, args, config, env)
@@ -376,6 +378,9 @@ def abort(layout: Layout) -> None:
     if state is None:
         raise UserError("no `make rebase` is under way",
                         f"see `git -C {src.path} status`")
+    if (src.git_dir / "rebase-apply").exists():
+        # A recorded version failed to apply: its `git am` waits too.
+        src.git("am", "--abort", check=False)
     if src.operation_in_progress() == "git rebase":
         src.git("rebase", "--abort")
     dirty = src.uncommitted_changes()
@@ -403,16 +408,20 @@ def abort(layout: Layout) -> None:
              f"the pin are back on {state.old_pin.tag}")
 
 
-def rebase(layout: Layout, version: str | None) -> Result:
-    """`make rebase TO=<version>`: start, or continue after a stop, and
-    finish."""
+def rebase(layout: Layout,
+           version: str | None,
+           replay: dict[str, Path] | None = None,
+           docs: Path | None = None) -> Result:
+    """Move the line of `layout` onto `version` in place: start, or continue
+    after a stop, and finish. carry.py runs it on a copy of a line; `replay`
+    and `docs` as for start() and finish()."""
     src = VllmSrc(layout.src)
     state = RebaseState.load(src) if src.exists() else None
     if state is None:
         if not version:
             raise UserError("no rebase under way and no version given",
                             "make rebase TO=<version>, e.g. TO=0.10.0")
-        state = start(layout, version)
+        state = start(layout, version, replay)
     elif version and version != state.new_pin.version:
         raise UserError(
             f"a rebase onto {state.new_pin.tag} is under way",
@@ -421,7 +430,7 @@ def rebase(layout: Layout, version: str | None) -> Result:
     stop = step(layout, state)
     if stop is not None:
         raise _stop_error(state, src, stop)
-    result = finish(layout, state, layout.docs)
+    result = finish(layout, state, docs or layout.docs)
     for subject, evidence in result.absorbed.items():
         print(f"dropped ({evidence}): {subject}")
     for subject in result.dropped:
@@ -431,9 +440,5 @@ def rebase(layout: Layout, version: str | None) -> Result:
     num_dropped = (len(result.dropped) + len(result.absorbed) +
                    len(result.skipped))
     print(f"rebase: {len(result.kept)} patches on vLLM {result.version}, "
-          f"{num_dropped} dropped; pin and "
-          "patches/ updated")
-    print(f"review: {result.range_diff}")
-    print("next: `make check-series`, `make test`, then commit patches/ and "
-          "docs/")
+          f"{num_dropped} dropped")
     return result

@@ -1,0 +1,145 @@
+"""`make rebase TO=<version>`: carrying a line onto a fake newer release as
+a line of its own, and replaying the resolutions it records."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+from conftest import (UPSTREAMED_A_CONFLICTS_B, commit_project, git,
+                      new_release, series_abc)
+from pstack.core.errors import UserError
+from pstack.core.layout import Layout
+from pstack.core.pin import BasePin
+from pstack.core.series import read_series
+from pstack.queue.carry import abort_carry, carry
+from pstack.queue.todo import TodoPlan
+
+
+def _files(directory) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+def _carry_resolving_b(stack: Layout) -> Layout:
+    """Carry A, B, C onto 0.0.2 (A upstream, B conflicts), resolving B by
+    hand the way only a person knows; return the new line."""
+    line = stack.line("0.0.2")
+    with pytest.raises(UserError, match="stopped at patch 2/3 Core-B.patch"):
+        carry(stack, "0.0.2")
+    core = line.src / "vllm/core.py"
+    core.write_text(
+        re.sub(r"<<<<<<<.*?>>>>>>> [^\n]*\n",
+               "line nine, as upstream's NINE\n",
+               core.read_text(),
+               flags=re.S))
+    git(line.src, "add", "vllm/core.py")
+    carry(stack, "0.0.2")
+    return line
+
+
+def test_carry_writes_the_line_and_replays_it_byte_for_byte(
+        stack, monkeypatch, capsys):
+    series_abc(stack)
+    new_release(stack, monkeypatch, "0.0.2", UPSTREAMED_A_CONFLICTS_B)
+    carried_line = _files(stack.patches)
+    line = _carry_resolving_b(stack)
+    # The line carried is as it was; the new one sits next to it.
+    assert _files(stack.patches) == carried_line
+    assert line.patches == stack.patches.parent / "patches-0.0.2"
+    assert read_series(line) == ["Core-B.patch", "Core-C.patch"]
+    assert BasePin.load(line.base_file).version == "0.0.2"
+    assert "line nine, as upstream's NINE" in (line.patches /
+                                               "Core-B.patch").read_text()
+    record = (line.patches / "carried.toml").read_text()
+    assert 'patch = "Core-B.patch"\nsource = "Core-B.patch"' in record
+    assert (stack.patches.parent / "docs/rebase-0.0.2.range-diff").exists()
+    committed = _files(line.patches)
+    commit_project(stack)
+
+    # A fresh clone has no vllm-src-0.0.2: carrying again asks nothing and
+    # writes the same bytes.
+    shutil.rmtree(line.src)
+    capsys.readouterr()
+    carry(stack, "0.0.2")
+    assert _files(line.patches) == committed
+    out = capsys.readouterr().out
+    assert "replaying the recorded version of 2 patch(es)" in out
+    assert "patch 1/3 Core-A.patch: already upstream, dropped" in out
+    assert git(line.src, "status", "--porcelain") == ""
+
+
+def test_a_changed_source_patch_is_refused_before_anything_moves(
+        stack, monkeypatch):
+    series_abc(stack)
+    new_release(stack, monkeypatch, "0.0.2", UPSTREAMED_A_CONFLICTS_B)
+    line = _carry_resolving_b(stack)
+    commit_project(stack)
+    tip = git(line.src, "rev-parse", "series")
+    source_b = stack.patches / "Core-B.patch"
+    source_b.write_text(source_b.read_text().replace(
+        "Why: the test needs a change.", "Why: a reviewer asked for more."))
+    with pytest.raises(UserError,
+                       match=r"changed since patches-0.0.2/ recorded how "
+                       r"they are carried: Core-B.patch") as err:
+        carry(stack, "0.0.2")
+    assert "carried.toml" in err.value.hint
+    assert git(line.src, "rev-parse", "series") == tip
+
+
+def test_a_recorded_version_that_no_longer_applies_stops_clearly(
+        stack, monkeypatch):
+    series_abc(stack)
+    new_release(stack, monkeypatch, "0.0.2", UPSTREAMED_A_CONFLICTS_B)
+    line = _carry_resolving_b(stack)
+    recorded_c = line.patches / "Core-C.patch"
+    # The recorded C now edits a line 0.0.2 does not have.
+    recorded_c.write_text(recorded_c.read_text().replace(
+        "-line 15", "-line 15 of a tree that never was"))
+    commit_project(stack)
+    with pytest.raises(UserError,
+                       match=r"recorded version patches-0.0.2/Core-C.patch "
+                       r"does not apply on v0.0.2"):
+        carry(stack, "0.0.2")
+    abort_carry(stack, None)
+    assert git(line.src, "status", "--porcelain") == ""
+    assert not (stack.build / "carry-0.0.2").exists()
+
+
+def test_carry_keeps_uncommitted_work_in_the_lines_vllm_src(
+        stack, monkeypatch):
+    series_abc(stack)
+    new_release(stack, monkeypatch, "0.0.2", UPSTREAMED_A_CONFLICTS_B)
+    line = _carry_resolving_b(stack)
+    (line.src / "vllm/core.py").write_text("work in progress\n")
+    with pytest.raises(UserError, match="uncommitted changes"):
+        carry(stack, "0.0.2")
+    assert (line.src / "vllm/core.py").read_text() == "work in progress\n"
+
+
+def test_line_picks_the_patches_vllm_src_and_venv_of_a_release(
+        stack, monkeypatch):
+    series_abc(stack)
+    new_release(stack, monkeypatch, "0.0.2", UPSTREAMED_A_CONFLICTS_B)
+    line = _carry_resolving_b(stack)
+    monkeypatch.setenv("PSTACK_LINE", "0.0.2")
+    assert Layout.default() == line
+    assert line.venv == stack.patches.parent / ".venv-0.0.2"
+    monkeypatch.setenv("PSTACK_LINE", "0.0.1")
+    assert Layout.default().patches == stack.patches
+    monkeypatch.setenv("PSTACK_LINE", "0.0.3")
+    with pytest.raises(UserError, match="no line on vLLM 0.0.3") as err:
+        Layout.default()
+    assert "0.0.1 (patches/), 0.0.2 (patches-0.0.2/)" in err.value.hint
+
+
+def test_todo_plan_drops_and_replays_by_abbreviated_commit():
+    drop, replay, keep = "a" * 40, "b" * 40, "c" * 40
+    plan = TodoPlan(drop=[drop], replay={replay: "/x/My patch.patch"})
+    todo = (f"pick {drop[:7]} [Core] A\npick {replay[:12]} [Core] B\n"
+            f"pick {keep[:7]} [Core] C\n# comment\n")
+    assert plan.edit(todo) == (
+        f"drop {drop[:7]} [Core] A\n"
+        "exec git am --3way --keep --keep-cr --committer-date-is-author-date"
+        " --quiet '/x/My patch.patch'\n"
+        f"pick {keep[:7]} [Core] C\n# comment\n")
