@@ -21,9 +21,10 @@ def _files(directory) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
 
 
-def _carry_resolving_b(stack: Layout) -> Layout:
+def _carry_resolving_b(stack: Layout, subject: str | None = None) -> Layout:
     """Carry A, B, C onto 0.0.2 (A upstream, B conflicts), resolving B by
-    hand the way only a person knows; return the new line."""
+    hand the way only a person knows (and giving it a new subject, if
+    given); return the new line."""
     line = stack.line("0.0.2")
     with pytest.raises(UserError, match="stopped at patch 2/3 Core-B.patch"):
         carry(stack, "0.0.2")
@@ -34,6 +35,12 @@ def _carry_resolving_b(stack: Layout) -> Layout:
                core.read_text(),
                flags=re.S))
     git(line.src, "add", "vllm/core.py")
+    if subject is not None:
+        git(
+            line.src, "-c", "user.name=Ada", "-c",
+            "user.email=ada@example.com", "commit", "-q", "-m",
+            f"{subject}\n\nWhy: 0.0.2 has its own line nine.\n\n"
+            "Signed-off-by: Ada Lovelace <ada@example.com>")
     carry(stack, "0.0.2")
     return line
 
@@ -67,6 +74,24 @@ def test_carry_writes_the_line_and_replays_it_byte_for_byte(
     assert "replaying the recorded version of 2 patch(es)" in out
     assert "patch 1/3 Core-A.patch: already upstream, dropped" in out
     assert git(line.src, "status", "--porcelain") == ""
+
+
+def test_a_resolution_that_renames_its_patch_is_recorded_and_replayed(
+        stack, monkeypatch):
+    series_abc(stack)
+    new_release(stack, monkeypatch, "0.0.2", UPSTREAMED_A_CONFLICTS_B)
+    line = _carry_resolving_b(stack, subject="[Core] B on 0.0.2's NINE")
+    assert read_series(line) == [
+        "Core-B-on-0.0.2-s-NINE.patch", "Core-C.patch"
+    ]
+    record = (line.patches / "carried.toml").read_text()
+    assert ('patch = "Core-B-on-0.0.2-s-NINE.patch"\n'
+            'source = "Core-B.patch"') in record
+    committed = _files(line.patches)
+    commit_project(stack)
+    shutil.rmtree(line.src)
+    carry(stack, "0.0.2")
+    assert _files(line.patches) == committed
 
 
 def test_a_changed_source_patch_is_refused_before_anything_moves(

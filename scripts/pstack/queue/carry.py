@@ -30,7 +30,7 @@ from pathlib import Path
 from ..core.errors import UserError, progress
 from ..core.layout import Layout
 from ..core.pin import BasePin
-from ..core.series import read_patches
+from ..core.series import read_patches, read_series
 from ..core.vllm_src import VllmSrc
 from .apply import apply
 from .guard import ensure_safe_to_reset
@@ -221,7 +221,7 @@ def carry(layout: Layout, version: str | None) -> Result:
             f"a carry onto vLLM {version} is under way in {line.src} but its "
             f"copy {work.root} is gone", "`make rebase-abort` and start again")
     result = rebase(work, version, replay, docs=layout.docs)
-    _install(layout, line, work)
+    _install(layout, line, work, result)
     print(f"line {line.patches.name}/: {len(result.kept)} patches on vLLM "
           f"{version}, {len(replay or ())} replayed from its record; "
           f"{line.src.name}/ has them applied")
@@ -231,21 +231,33 @@ def carry(layout: Layout, version: str | None) -> Result:
     return result
 
 
-def _install(layout: Layout, line: Layout, work: Layout) -> None:
+def _install(layout: Layout, line: Layout, work: Layout,
+             result: Result) -> None:
     """Write the rebased copy as the new line, with its record."""
     line.patches.mkdir(parents=True, exist_ok=True)
     for old in line.patches.glob("*.patch"):
         old.unlink()
     for path in work.patches.iterdir():
         shutil.copyfile(path, line.patches / path.name)
-    source_of = {patch.subject: name for name, patch in read_patches(layout)}
-    entries = []
-    for name, patch in read_patches(line):
-        source = source_of.get(patch.subject)
-        if source is not None:
-            entries.append(
-                CarriedPatch(name, source, _sha256(layout.patches / source)))
-    write_record(line, layout, entries)
+    # The rebase keeps the order: the patches it kept are, in order, the
+    # new line's, even those whose subject a resolution changed.
+    gone = {*result.dropped, *result.absorbed, *result.skipped}
+    sources = [
+        name for name, patch in read_patches(layout)
+        if patch.subject not in gone
+    ]
+    patches = read_series(line)
+    if len(sources) != len(patches):
+        raise UserError(
+            f"{line.patches.name}/ is written, but its {RECORD} is not: "
+            "patches were both skipped and renamed during the rebase, so "
+            "which patch comes from which is not known",
+            f"write {line.patches.name}/{RECORD} by hand (see "
+            "docs/workflow.md)")
+    write_record(line, layout, [
+        CarriedPatch(patch, source, _sha256(layout.patches / source))
+        for patch, source in zip(patches, sources)
+    ])
     shutil.rmtree(work.root)
 
 

@@ -347,13 +347,18 @@ def finish(layout: Layout, state: RebaseState, docs: Path) -> Result:
         for c, evidence in state.absorbed.items()
     }
     gone = [p.subject for p in state.patches if p.subject not in kept]
-    result = Result(
-        version=new.version,
-        kept=kept,
-        dropped=[s for s in gone if s in upstreamed],
-        absorbed={s: absorbed[s]
-                  for s in gone if s in absorbed},
-        skipped=[s for s in gone if s not in upstreamed | absorbed.keys()])
+    result = Result(version=new.version,
+                    kept=kept,
+                    dropped=[s for s in gone if s in upstreamed],
+                    absorbed={s: absorbed[s]
+                              for s in gone if s in absorbed})
+    # The other subjects that are gone were skipped, or renamed by the
+    # person who resolved them: the count of kept patches tells which.
+    unexplained = [s for s in gone if s not in upstreamed | absorbed.keys()]
+    num_skipped = (len(state.patches) - len(kept) - len(result.dropped) -
+                   len(result.absorbed))
+    if num_skipped:
+        result.skipped = unexplained
     new.dump(layout.base_file)
     export(layout)
     apply(layout)
