@@ -60,7 +60,8 @@ def test_carry_writes_the_line_and_replays_it_byte_for_byte(
                                                "Core-B.patch").read_text()
     record = (line.patches / "carried.toml").read_text()
     assert 'patch = "Core-B.patch"\nsource = "Core-B.patch"' in record
-    assert (stack.patches.parent / "docs/rebase-0.0.2.range-diff").exists()
+    assert (stack.patches.parent /
+            "docs/lines/rebase-0.0.2.range-diff").exists()
     committed = _files(line.patches)
     commit_project(stack)
 

@@ -220,7 +220,8 @@ def carry(layout: Layout, version: str | None) -> Result:
         raise UserError(
             f"a carry onto vLLM {version} is under way in {line.src} but its "
             f"copy {work.root} is gone", "`make rebase-abort` and start again")
-    result = rebase(work, version, replay, docs=layout.docs)
+    # docs/rebase-<version>.* belong to `make rebase-report`.
+    result = rebase(work, version, replay, docs=layout.docs / "lines")
     _install(layout, line, work, result)
     print(f"line {line.patches.name}/: {len(result.kept)} patches on vLLM "
           f"{version}, {len(replay or ())} replayed from its record; "
