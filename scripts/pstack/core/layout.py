@@ -133,6 +133,12 @@ class Layout:
         return self.build / "check-bisect.json"
 
     @property
+    def is_default_line(self) -> bool:
+        """Whether this is the checkout's default line (patches/), not one
+        next to it (patches-<version>/)."""
+        return self.patches == self.root / "patches"
+
+    @property
     def venv_python(self) -> Path:
         return self.venv / "bin" / "python"
 

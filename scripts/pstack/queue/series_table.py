@@ -33,9 +33,10 @@ def series_table(layout: Layout) -> str:
 
 
 def update_series_table(layout: Layout) -> bool:
-    """Rewrite the table in README.md if it has one; True if it changed."""
+    """Rewrite the table in README.md if it has one; True if it changed.
+    README's table is the default line's: other lines leave it alone."""
     readme = layout.readme
-    if not readme.exists():
+    if not readme.exists() or not layout.is_default_line:
         return False
     text = readme.read_text()
     if markers.section(text, COMMAND) is None:
