@@ -13,7 +13,8 @@ PY      = $(PYTHON)
 # with vllm-src-<version>/ and .venv-<version>/ (default: the line in
 # patches/, vllm-src/ and .venv/).
 LINE   ?=
-VENV   ?= $(if $(LINE),.venv-$(LINE),.venv)
+# As Layout.existing_line: LINE naming the default line's release keeps .venv.
+VENV   ?= $(if $(wildcard patches-$(LINE)),.venv-$(LINE),.venv)
 PSTACK  = PSTACK_LINE=$(LINE) PYTHONPATH=scripts $(PY) -m pstack
 
 # `private`: not inherited by prerequisites (setup must run with $(PYTHON)).
