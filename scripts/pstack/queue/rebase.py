@@ -20,10 +20,11 @@
    rebase: the patch, its conflicting files and the
    commands to continue or abort are printed, and re-running `make rebase
    TO=<version>` after resolving continues where it stopped.
-4. Once the whole series is on the new base: patches/base.toml pins the new
-   release, patches/ is re-exported and re-applied (the exported files
-   apply as they are), and the `git range-diff` of the old and new series
-   is written to docs/rebase-<version>.range-diff for the reviewer.
+4. Once the whole series is on the new base: the line's base.toml pins the
+   new release, its patches are re-exported and re-applied (the exported
+   files apply as they are), and the `git range-diff` of the old and new
+   series is written to <docs>/rebase-<version>.range-diff for the
+   reviewer (docs/lines/ for a carry).
 
 Nothing is lost on the way: the rebase refuses to start while vllm-src has
 uncommitted work or unexported commits, keeps the old series on a backup
