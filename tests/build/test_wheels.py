@@ -189,16 +189,21 @@ def test_checks_catch_stale_files_bad_kernels_and_wrong_version(
                for p in problems)
 
 
+def _lines() -> list[str]:
+    """The checkout's lines by version, the default one first."""
+    return [version for version, _ in Layout.default().lines()]
+
+
 @pytest.mark.slow
 @pytest.mark.network
-def test_real_wheels_of_the_current_series(tmp_path):
-    """`make wheel` for real: the official CUDA wheel overlaid, the CPU
-    wheel built."""
-    paths = Layout.default()
-    if not (paths.src / ".git").exists():
-        pytest.fail(
-            "vllm-src is not materialized; `make test` runs `make apply` first"
-        )
+@pytest.mark.parametrize("version", _lines())
+def test_real_wheels_of_the_current_series(tmp_path, version):
+    """`make wheel` for real, on every line: the official CUDA wheel
+    overlaid, the CPU wheel built (in the line's venv)."""
+    paths = Layout.default().existing_line(version)
+    if not (paths.src / ".git").exists() or not paths.venv_python.exists():
+        pytest.fail(f"{paths.src.name} or {paths.venv.name} is not set up; "
+                    "`make test` sets up every line first")
     pin = BasePin.load(paths.base_file)
     label = series_label(paths)
     built = build_all(paths, tmp_path,

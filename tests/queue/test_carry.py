@@ -189,3 +189,13 @@ def test_todo_plan_drops_and_replays_by_abbreviated_commit():
         "exec git am --3way --keep --keep-cr --committer-date-is-author-date"
         " --quiet '/x/My patch.patch'\n"
         f"pick {keep[:7]} [Core] C\n# comment\n")
+
+
+def test_each_line_writes_its_results_and_scratch_trees_apart(stack):
+    line = stack.line("0.0.2")
+    assert stack.out == stack.root / "out"
+    assert stack.build == stack.root / "build"
+    assert line.out == stack.root / "out" / "0.0.2"
+    assert line.build == stack.root / "build" / "0.0.2"
+    default = line.default_line()
+    assert (default.patches, default.src) == (stack.patches, stack.src)

@@ -31,7 +31,7 @@ from ..core.pin import BasePin
 from ..core.proc import run_process
 from ..core.series import series_label
 from ..core.vllm_src import SERIES, VllmSrc
-from .setup_env import build_env
+from .setup_env import build_env, shared_runtime
 
 # Paths a Python-only overlay cannot carry: they need a real build or change
 # metadata.
@@ -50,7 +50,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, layout: Layout) -> int:
-    outdir = args.outdir or layout.root / "dist"
+    outdir = args.outdir or layout.dist
     for wheel in build_all(layout, outdir, args.which):
         print(wheel)
     return 0
@@ -143,7 +143,8 @@ def build_cpu_wheel(layout: Layout, pin: BasePin, label: str,
             layout.venv_python, "-m", "pip", "wheel", "--no-build-isolation",
             "--no-deps", "--progress-bar", "off", "-w", tmp, layout.src
         ],
-                           env=build_env(layout, version),
+                           env=build_env(layout, version,
+                                         shared_runtime(layout)),
                            check=False)
         wheels = list(Path(tmp).glob("vllm-*.whl"))
         if proc.returncode != 0 or len(wheels) != 1:
@@ -198,14 +199,16 @@ def verify_wheel(wheel: Path,
         venv = Path(tmp) / "venv"
         run_process([python, "-m", "venv", "--without-pip", venv])
         site = next((venv / "lib").glob("python3*/site-packages"))
-        deps_site = run_process([
-            python, "-c",
-            "import sysconfig; print(sysconfig.get_path('purelib'))"
+        # Every site-packages of the project venv: its own, and the runtime
+        # it shares with the default line, if it does.
+        deps_sites = run_process([
+            python, "-c", "import sys; print('\\n'.join(p for p in sys.path "
+            "if p.endswith('site-packages')))"
         ],
-                                capture=True).stdout.strip()
+                                 capture=True).stdout
         # torch & co. come from the project venv, after the wheel's own
         # files.
-        (site / "zz_project_deps.pth").write_text(deps_site + "\n")
+        (site / "zz_project_deps.pth").write_text(deps_sites)
         run_process([
             python, "-m", "pip", "--python", venv / "bin" / "python",
             "install", "--no-deps", "--quiet", "--no-index", wheel

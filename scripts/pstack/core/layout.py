@@ -76,6 +76,18 @@ class Layout:
                       root=root,
                       venv=root / f".venv-{version}")
 
+    def default_line(self) -> Layout:
+        """The checkout's default line: patches/, vllm-src/ and .venv/."""
+        root = self.root
+        assert root is not None
+        if self.is_default_line:
+            return self
+        return Layout(patches=root / "patches",
+                      src=root / "vllm-src",
+                      cache=self.cache,
+                      root=root,
+                      venv=root / ".venv")
+
     def existing_line(self, version: str) -> Layout:
         """This line if it is on vLLM `version`, else the line of that
         version next to it, which must exist."""
@@ -116,12 +128,26 @@ class Layout:
     @property
     def build(self) -> Path:
         """Scratch trees and records, ignored by git."""
-        return self.root / "build"
+        return self._own("build")
 
     @property
     def out(self) -> Path:
         """Results for people to read (PR material, lm-eval reports)."""
-        return self.root / "out"
+        return self._own("out")
+
+    @property
+    def dist(self) -> Path:
+        """The wheels `make wheel` builds."""
+        return self._own("dist")
+
+    def _own(self, name: str) -> Path:
+        """root/<name> for the default line; root/<name>/<version> for a
+        line next to it, so the lines' results and scratch trees stay
+        apart."""
+        assert self.root is not None
+        if self.is_default_line:
+            return self.root / name
+        return self.root / name / self.patches.name.removeprefix("patches-")
 
     @property
     def readme(self) -> Path:

@@ -47,7 +47,7 @@ def run_script(
         "VLLM_LOGGING_LEVEL": "ERROR",
         "PYTHONPATH": os.pathsep.join(map(str, (tree, *pythonpath))),
     }
-    layout.build.mkdir(exist_ok=True)
+    layout.build.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(
         [sys.executable, str(SCRIPTS / script), *args],
         env=env,
