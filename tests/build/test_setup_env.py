@@ -62,3 +62,54 @@ def test_build_environment_targets_cpu_without_avx512_downloads(tmp_path):
     assert env["SETUPTOOLS_SCM_PRETEND_VERSION"] == "0.9.2+label"
     assert env["Torch_DIR"].endswith("ci/cmake")
     assert env["CCACHE_DIR"] == str(tmp_path / "ccache")
+
+
+X86_RUNTIME = ('torch==2.6.0+cpu; platform_machine == "x86_64"\n'
+               'intel_extension_for_pytorch==2.6.0; '
+               'platform_machine == "x86_64"\n')
+
+
+def _two_lines(root, other_runtime: str) -> tuple[Layout, Layout]:
+    """A checkout with a default line and a 0.10.2 line whose vLLM trees
+    have these requirements/cpu.txt."""
+    default = Layout(patches=root / "patches",
+                     src=root / "vllm-src",
+                     cache=root / "cache",
+                     venv=root / ".venv")
+    line = default.line("0.10.2")
+    for layout, cpu in ((default, X86_RUNTIME), (line, other_runtime)):
+        (layout.src / "requirements").mkdir(parents=True)
+        (layout.src / "requirements" /
+         "cpu.txt").write_text("-r common.txt\nnumba == 0.61.2\n" + cpu)
+    return default, line
+
+
+def test_a_line_on_the_same_torch_and_ipex_shares_the_default_runtime(
+        tmp_path):
+    default, line = _two_lines(tmp_path, X86_RUNTIME)
+    assert setup_env.shared_runtime(line) == default
+    assert setup_env.shared_runtime(default) is None
+
+
+def test_a_line_on_another_torch_gets_a_runtime_of_its_own(tmp_path):
+    _, line = _two_lines(tmp_path, X86_RUNTIME.replace("2.6.0+cpu",
+                                                       "2.8.0+cpu"))
+    assert setup_env.shared_runtime(line) is None
+
+
+def test_the_shared_runtime_comes_after_the_lines_own_packages(tmp_path):
+    default, line = _two_lines(tmp_path, X86_RUNTIME)
+    for venv in (default.venv, line.venv):
+        (venv / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
+    setup_env.link_runtime(line, default)
+    own = line.venv / "lib" / "python3.11" / "site-packages"
+    # A .pth line is appended to sys.path, after the venv's site-packages:
+    # the line's own transformers wins over the shared one.
+    assert (own / setup_env.SHARED_PTH).read_text() == (
+        f"{default.venv.resolve()}/lib/python3.11/site-packages\n")
+
+
+def test_a_sharing_line_builds_with_the_shared_cmake_and_ninja(tmp_path):
+    default, line = _two_lines(tmp_path, X86_RUNTIME)
+    path = setup_env.build_env(line, "0.10.2", default)["PATH"].split(":")
+    assert path[:2] == [str(line.venv / "bin"), str(default.venv / "bin")]

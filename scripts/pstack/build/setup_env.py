@@ -10,6 +10,14 @@ re-run is quick and changes nothing:
      when present), whose cache lives outside the checkout, so a fresh
      clone relinks in seconds and only changed csrc/ or CMake inputs
      recompile.
+
+A line next to the default one (`LINE=<version>`) whose release pins the
+same torch and IPEX on x86 shares the default line's runtime instead of
+installing its own: .venv-<version> sees .venv's packages through a .pth
+file and holds only what its release needs on top (its
+requirements/common.txt, pinned by ci/constraints-cpu-<version>.txt), with
+its own vllm-src installed editable. The default line's .venv is set up
+first when it is not.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -37,6 +46,16 @@ REQUIREMENTS = REPO / "ci" / "requirements-cpu.txt"
 # Exact versions (a freeze of a working venv): reproducible, and pip need
 # not search.
 CONSTRAINTS = REPO / "ci" / "constraints-cpu.txt"
+# The packages it adds, for a line that shares the runtime: a freeze of
+# what that line's venv holds itself.
+LINE_CONSTRAINTS = REPO / "ci" / "constraints-cpu-{version}.txt"
+# The .pth that puts the shared runtime on a line venv's sys.path (after
+# the venv's own site-packages, so the line's own versions win).
+SHARED_PTH = "_pstack_shared_runtime.pth"
+# Pins of requirements/cpu.txt that make the runtime: lines that agree on
+# them can share one.
+RUNTIME_PINS = re.compile(
+    r"^(torch|intel[-_]extension[-_]for[-_]pytorch)==.*x86_64", re.MULTILINE)
 TORCH_CMAKE_DIR = REPO / "ci" / "cmake"
 # Inputs of the compiled extension; Python-only patches never change these.
 EXT_INPUTS = ("csrc", "cmake", "CMakeLists.txt", "setup.py")
@@ -57,9 +76,18 @@ def setup(layout: Layout) -> None:
         raise UserError(f"{layout.src} is not materialized",
                         "run `make apply` first")
     ensure_apt_packages()
-    ensure_venv(layout)
-    ensure_requirements(layout)
-    ensure_vllm(layout, pin)
+    shared = shared_runtime(layout)
+    if shared is None:
+        ensure_venv(layout)
+        ensure_requirements(layout)
+    else:
+        progress(f"{layout.venv.name} shares the CPU runtime of "
+                 f"{shared.venv.name} (same torch and IPEX pins)")
+        setup_shared_runtime(shared)
+        ensure_venv(layout, own_pip=False)
+        link_runtime(layout, shared)
+        ensure_line_requirements(layout, pin)
+    ensure_vllm(layout, pin, shared)
     check_runtime(layout)
 
 
@@ -119,7 +147,10 @@ def _digest(*parts: bytes) -> str:
     return h.hexdigest()[:16]
 
 
-def ensure_venv(layout: Layout) -> None:
+def ensure_venv(layout: Layout, own_pip: bool = True) -> None:
+    """The venv, made if missing. A venv on a shared runtime gets no pip
+    nor setuptools of its own: those of the runtime (what vLLM's build
+    needs) must not be shadowed by the older ones `venv` bundles."""
     if sys.version_info[:2] not in ((3, 10), (3, 11), (3, 12)):
         raise UserError(
             f"python {sys.version.split()[0]} is not supported by vLLM "
@@ -130,7 +161,10 @@ def ensure_venv(layout: Layout) -> None:
         shutil.rmtree(layout.venv)
     if not py.exists():
         progress(f"creating {layout.venv}")
-        run_process([sys.executable, "-m", "venv", layout.venv])
+        run_process([
+            sys.executable, "-m", "venv", layout.venv,
+            *([] if own_pip else ["--without-pip"])
+        ])
 
 
 def ensure_requirements(layout: Layout) -> None:
@@ -144,6 +178,74 @@ def ensure_requirements(layout: Layout) -> None:
     run_process([
         layout.venv_python, "-m", "pip", "install", "--progress-bar", "off",
         "-r", REQUIREMENTS, "-r", common, "-c", CONSTRAINTS
+    ])
+    stamp(layout.venv, "deps").write_text(key + "\n")
+
+
+def runtime_pins(src: Path) -> list[str]:
+    """The torch and IPEX pins for x86 in a vLLM tree's
+    requirements/cpu.txt."""
+    cpu = src / "requirements" / "cpu.txt"
+    text = cpu.read_text() if cpu.exists() else ""
+    return [m.group(0) for m in RUNTIME_PINS.finditer(text)]
+
+
+def shared_runtime(layout: Layout) -> Layout | None:
+    """The default line, when `layout` is another line whose release pins
+    the same runtime; None otherwise."""
+    if layout.is_default_line:
+        return None
+    default = layout.default_line()
+    pins = runtime_pins(layout.src)
+    if not pins or not default.src.exists():
+        # Without the default line's tree there is nothing to compare: the
+        # line gets a runtime of its own from ci/requirements-cpu.txt.
+        return None
+    return default if runtime_pins(default.src) == pins else None
+
+
+def setup_shared_runtime(shared: Layout) -> None:
+    """The default line's venv and packages (not its vLLM build)."""
+    ensure_venv(shared)
+    ensure_requirements(shared)
+
+
+def site_packages(venv: Path) -> Path:
+    found = sorted((venv / "lib").glob("python3*/site-packages"))
+    if not found:
+        raise UserError(f"{venv} has no site-packages",
+                        f"remove {venv} and re-run `make setup`")
+    return found[0]
+
+
+def link_runtime(layout: Layout, shared: Layout) -> None:
+    pth = site_packages(layout.venv) / SHARED_PTH
+    target = f"{site_packages(shared.venv).resolve()}\n"
+    if not pth.exists() or pth.read_text() != target:
+        pth.write_text(target)
+
+
+def ensure_line_requirements(layout: Layout, pin: BasePin) -> None:
+    """What the line's release needs on top of the shared runtime."""
+    common = layout.src / "requirements" / "common.txt"
+    constraints = Path(str(LINE_CONSTRAINTS).format(version=pin.version))
+    if not constraints.exists():
+        raise UserError(
+            f"{constraints.relative_to(REPO)} is missing",
+            f"the packages the {pin.version} line adds to the shared "
+            "runtime, pinned: `pip freeze --path <its site-packages>`")
+    key = _digest(constraints.read_bytes(), common.read_bytes(),
+                  str(site_packages(layout.venv) / SHARED_PTH).encode())
+    if _stamp_matches(layout.venv, "deps", key):
+        return
+    progress(f"installing what vLLM {pin.version} needs on top of the "
+             f"shared runtime into {layout.venv.name}")
+    # pip sees the shared packages as installed: it adds only what is
+    # missing or pinned differently, into this venv, and leaves the shared
+    # ones alone ("outside environment").
+    run_process([
+        layout.venv_python, "-m", "pip", "install", "--progress-bar", "off",
+        "-r", common, "-c", constraints
     ])
     stamp(layout.venv, "deps").write_text(key + "\n")
 
@@ -166,9 +268,13 @@ def extension_key(src: Path, pin: BasePin, torch_version: str) -> str:
     return h.hexdigest()[:16]
 
 
-def build_env(layout: Layout, version: str) -> dict[str, str]:
+def build_env(layout: Layout,
+              version: str,
+              shared: Layout | None = None) -> dict[str, str]:
     """Environment for compiling vLLM's CPU target with this machine's
     toolchain."""
+    # cmake and ninja are scripts in the bin/ of the venv that holds them.
+    bins = [layout.venv / "bin"] + ([shared.venv / "bin"] if shared else [])
     return {
         "VLLM_TARGET_DEVICE": "cpu",
         # The AVX512 path makes CMake download oneDNN, which is not
@@ -184,12 +290,14 @@ def build_env(layout: Layout, version: str) -> dict[str, str]:
         "CCACHE_NOHASHDIR": "1",
         # A tree with patch commits would otherwise be versioned 0.9.3.devN.
         "SETUPTOOLS_SCM_PRETEND_VERSION": version,
-        "PATH":
-        f"{layout.venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PATH": os.pathsep.join([*map(str, bins),
+                                 os.environ.get("PATH", "")]),
     }
 
 
-def ensure_vllm(layout: Layout, pin: BasePin) -> None:
+def ensure_vllm(layout: Layout,
+                pin: BasePin,
+                shared: Layout | None = None) -> None:
     """Compile the CPU extension in place and install vllm-src editable.
 
     `setup.py develop` is vLLM's documented CPU development install. Unlike
@@ -213,7 +321,7 @@ def ensure_vllm(layout: Layout, pin: BasePin) -> None:
                 capture=True)
     proc = run_process([py, "setup.py", "develop", "--no-deps"],
                        cwd=src,
-                       env=build_env(layout, pin.version),
+                       env=build_env(layout, pin.version, shared),
                        check=False)
     if proc.returncode != 0 or not so.exists():
         raise UserError(
