@@ -260,8 +260,11 @@ def preload(specs: list[ConfigSpec]) -> None:
     for spec in specs:
         config = Path(spec.model_args["pretrained"]) / "config.json"
         if config.exists():
-            architectures = json.loads(config.read_text())["architectures"]
-            ModelRegistry.inspect_model_cls(architectures)
+            # Per architecture, into the module-level cache the public
+            # inspect_model_cls reads; its own signature differs between
+            # releases (0.10 adds a ModelConfig).
+            for arch in json.loads(config.read_text())["architectures"]:
+                ModelRegistry._try_inspect_model_cls(arch)
 
 
 def run_forked(spec: ConfigSpec, timeout: float) -> None:
