@@ -67,10 +67,10 @@ setup: sync         ## .venv with the CPU runtime, vllm-src installed editable
 models: setup       ## tiny local test models into the cache
 	$(PSTACK) models
 
-wheel: setup        ## dist/: CUDA wheel (official + overlay) and CPU wheel, both verified
+wheel: setup        ## dist/ (dist/<version>/ for LINE=): CUDA wheel (official + overlay) and CPU wheel, both verified
 	$(PSTACK) wheel
 
-test: setup         ## everything CI runs (ARGS= for pytest: project tests only)
+test: setup         ## everything CI runs, on every line (LINE= for one line's part; ARGS= for pytest: project tests only)
 	@$(PSTACK) fetch all >/dev/null   # tests never download
 	$(PSTACK) test -- $(ARGS)
 

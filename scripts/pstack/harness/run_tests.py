@@ -1,11 +1,17 @@
 """`make test`: the project's own Python linted, its tests, then the vLLM
-test files the series touches.
+test files the series touches, on every line of the checkout.
 
 The tests run under the project venv with the offline switches set. Then
 check-bisect checks every prefix of the series (see check_bisect.py),
 reusing the tip run for test files a prefix shares with the tip. Each
-linter and each prefix counts as one test. The final line sums it all up
-("total: N passed, N failed, N skipped"). PSTACK_NO_BISECT=1 leaves
+linter and each prefix counts as one test.
+
+The project's tests (tests/, the lm-eval gate among them) run once, on the
+default line. Each other line of the checkout (patches-<version>/) is then
+set up if needed and runs its own part in its own venv: its vLLM test files
+at its tip, the lm-eval gate on its vLLM, and check-bisect over its series
+(`make test LINE=<version>` runs only that part). The final line sums it
+all up ("total: N passed, N failed, N skipped"). PSTACK_NO_BISECT=1 leaves
 check-bisect out; extra arguments (ARGS=...) are for pytest and run the
 project's tests only.
 """
@@ -14,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -22,16 +29,21 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..build.setup_env import setup
+from ..core.download import fetch_sdist, fetch_wheel
 from ..core.errors import UserError, progress
 from ..core.layout import REPO, Layout
 from ..core.pin import BasePin
 from ..core.vllm_src import SERIES, VllmSrc
+from ..queue.sync import sync
 from .check_bisect import check_bisect, print_report
 from .lint import LINTERS, lint
 from .testenv import deselected, test_env
 
 # The project's own Python, linted with the settings in pyproject.toml.
 OWN_CODE = ("scripts", "tests")
+# The last line of every run.
+TOTAL = re.compile(r"^total: (\d+) passed, (\d+) failed, (\d+) skipped$")
 
 
 @dataclass(frozen=True)
@@ -55,11 +67,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, layout: Layout) -> int:
-    return run_all(layout, args.pytest_args)
+    if layout.is_default_line:
+        return run_all(layout, args.pytest_args)
+    if args.pytest_args:
+        raise UserError(
+            "ARGS= selects the project's tests, which run on the default "
+            "line", "make test ARGS=... without LINE=")
+    return finish(run_line(layout), [0], time.monotonic())
 
 
 def touched_vllm_tests(layout: Layout) -> list[str]:
-    """Test files under vllm-src/tests that the series adds or modifies."""
+    """Test files under the line's vllm-src/tests that its series adds or
+    modifies."""
     pin = BasePin.load(layout.base_file)
     out = VllmSrc(layout.src).git("diff", "--name-only", "--diff-filter=AM",
                                   pin.tag, SERIES, "--", "tests/")
@@ -141,34 +160,131 @@ def _bisect(layout: Layout, tip_results: dict[str, str]) -> Counts:
     return Counts(passed=len(results) - len(bad), failed=len(bad))
 
 
-def run_all(layout: Layout, pytest_args: list[str]) -> int:
-    env = test_env()
-    # A filtered run (ARGS=...) is for the project's tests only.
-    everything = not pytest_args
-    total = Counts()
-    returncodes = []
+def vllm_tests_at_tip(layout: Layout, tmp: Path,
+                      env: dict[str, str]) -> tuple[Counts, dict[str, str]]:
+    """The vLLM test files the line touches, at its tip: counts, and the
+    outcome per file (check-bisect reuses it)."""
+    vllm_tests = touched_vllm_tests(layout)
+    if not vllm_tests:
+        return Counts(), {}
+    junit = tmp / "vllm.xml"
     start = time.monotonic()
-    if everything:
-        total += lint_own_code()
+    skip = [f"--deselect={node}" for node in deselected()]
+    rc = _pytest(["-p", "no:cacheprovider", *skip, *vllm_tests], layout.src,
+                 junit, env)
+    counts = junit_counts(junit)
+    if rc not in (0, 5) and not counts.failed:
+        counts += Counts(failed=1)  # pytest itself failed (collection...)
+    progress(f"vLLM tests at the tip of {layout.src.name} done "
+             f"({time.monotonic() - start:.0f}s)")
+    return counts, junit_by_file(junit, vllm_tests)
+
+
+def lm_eval_gate(layout: Layout) -> Counts:
+    """The lm-eval gate on this line's vLLM (`make lm-eval LINE=...`): one
+    test. The default line's runs among the project's tests."""
+    version = BasePin.load(layout.base_file).version
+    progress(f"lm-eval gate on vLLM {version}")
+    proc = subprocess.run([sys.executable, "-m", "pstack", "lm-eval"],
+                          cwd=REPO,
+                          env={
+                              **os.environ, "PSTACK_LINE": version,
+                              "PYTHONPATH": str(REPO / "scripts")
+                          })
+    return Counts(passed=int(proc.returncode == 0),
+                  failed=int(proc.returncode != 0))
+
+
+def run_line(layout: Layout) -> Counts:
+    """A line's own part of the run, in its venv (this process): its vLLM
+    tests at the tip, the lm-eval gate, check-bisect."""
+    env = test_env()
     with tempfile.TemporaryDirectory() as tmp:
-        junit = Path(tmp) / "project.xml"
-        returncodes.append(_pytest(["tests", *pytest_args], REPO, junit, env))
-        total += junit_counts(junit)
-        progress(f"project tests done ({time.monotonic() - start:.0f}s)")
-        vllm_tests = touched_vllm_tests(layout)
-        tip_results: dict[str, str] = {}
-        if vllm_tests and everything:
-            junit = Path(tmp) / "vllm.xml"
-            skip = [f"--deselect={node}" for node in deselected()]
-            returncodes.append(
-                _pytest(["-p", "no:cacheprovider", *skip, *vllm_tests],
-                        layout.src, junit, env))
-            total += junit_counts(junit)
-            tip_results = junit_by_file(junit, vllm_tests)
-            progress("vLLM tests at the tip done "
-                     f"({time.monotonic() - start:.0f}s)")
-        if everything and os.environ.get("PSTACK_NO_BISECT") != "1":
-            total += _bisect(layout, tip_results)
+        total, tip_results = vllm_tests_at_tip(layout, Path(tmp), env)
+    total += lm_eval_gate(layout)
+    if os.environ.get("PSTACK_NO_BISECT") != "1":
+        total += _bisect(layout, tip_results)
+    return total
+
+
+def other_lines(layout: Layout) -> list[Layout]:
+    """The checkout's lines besides the default one."""
+    return [
+        layout.line(patches.name.removeprefix("patches-"))
+        for _, patches in layout.lines()[1:]
+    ]
+
+
+def prepare_line(line: Layout) -> bool:
+    """Another line's tree, pinned files and venv, before anything runs (the
+    project's tests build its wheels too)."""
+    version = BasePin.load(line.base_file).version
+    progress(f"line {line.patches.name}/ (vLLM {version}): setting it up")
+    try:
+        pin = BasePin.load(line.base_file)
+        fetch_sdist(pin, line.cache)
+        fetch_wheel(pin, line.cache)
+        sync(line)
+        setup(line)
+    except UserError as e:
+        print(f"error: line {version}: {e}")
+        return False
+    return True
+
+
+@dataclass
+class LineRun:
+    """Another line's part of the run, under way in its own venv."""
+
+    line: Layout
+    proc: subprocess.Popen
+    log: Path
+
+    @classmethod
+    def start(cls, line: Layout) -> LineRun:
+        """Start it alongside the default line's part: the two halve
+        the wall time on two cores, as each leaves a core mostly idle
+        (engine start-ups, imports). Its output goes to a log, shown when
+        it ends."""
+        version = BasePin.load(line.base_file).version
+        line.out.mkdir(parents=True, exist_ok=True)
+        log = line.out / "make-test.log"
+        progress(
+            f"line {line.patches.name}/: its vLLM tests, lm-eval gate and "
+            f"check-bisect run alongside, in {line.venv.name} (output: "
+            f"{log.relative_to(REPO) if log.is_relative_to(REPO) else log}"
+            ", shown at the end)")
+        with log.open("w") as out:
+            proc = subprocess.Popen(
+                [str(line.venv_python), "-m", "pstack", "test"],
+                cwd=REPO,
+                env={
+                    **os.environ, "PSTACK_LINE": version,
+                    "PYTHONPATH": str(REPO / "scripts")
+                },
+                stdout=out,
+                stderr=subprocess.STDOUT)
+        return cls(line, proc, log)
+
+    def finish(self) -> Counts:
+        """Wait for it, show its output; its counts, from its last line."""
+        returncode = self.proc.wait()
+        progress(f"line {self.line.patches.name}/: output of its part")
+        counts = None
+        for text in self.log.read_text().splitlines():
+            print(text)
+            m = TOTAL.match(text.strip())
+            if m:
+                counts = Counts(*map(int, m.groups()))
+        if returncode != 0 and (counts is None or not counts.failed):
+            counts = (counts or Counts()) + Counts(failed=1)
+        counts = counts or Counts(failed=1)
+        print(f"line {self.line.patches.name}/: {counts.passed} passed, "
+              f"{counts.failed} failed, {counts.skipped} skipped")
+        return counts
+
+
+def finish(total: Counts, returncodes: list[int], start: float) -> int:
     # pytest's 5 means "no tests collected": only acceptable for a filtered
     # run.
     failed = (any(rc not in (0, 5) for rc in returncodes) or total.passed == 0
@@ -177,3 +293,32 @@ def run_all(layout: Layout, pytest_args: list[str]) -> int:
     print(f"total: {total.passed} passed, {total.failed} failed, "
           f"{total.skipped} skipped")
     return 1 if failed else 0
+
+
+def run_all(layout: Layout, pytest_args: list[str]) -> int:
+    env = test_env()
+    # A filtered run (ARGS=...) is for the project's tests only.
+    everything = not pytest_args
+    total = Counts()
+    returncodes = []
+    start = time.monotonic()
+    lines = other_lines(layout) if everything else []
+    ready = [line for line in lines if prepare_line(line)]
+    total += Counts(failed=len(lines) - len(ready))
+    if everything:
+        total += lint_own_code()
+    running = [LineRun.start(line) for line in ready]
+    with tempfile.TemporaryDirectory() as tmp:
+        junit = Path(tmp) / "project.xml"
+        returncodes.append(_pytest(["tests", *pytest_args], REPO, junit, env))
+        total += junit_counts(junit)
+        progress(f"project tests done ({time.monotonic() - start:.0f}s)")
+        if not everything:
+            return finish(total, returncodes, start)
+        counts, tip_results = vllm_tests_at_tip(layout, Path(tmp), env)
+        total += counts
+    if os.environ.get("PSTACK_NO_BISECT") != "1":
+        total += _bisect(layout, tip_results)
+    for run in running:
+        total += run.finish()
+    return finish(total, returncodes, start)
