@@ -20,12 +20,15 @@ from pstack.queue.apply import apply  # noqa: E402
 from pstack.queue.export import export  # noqa: E402
 
 FAKE_FILES = {
-    ".gitignore": "/vllm/_version.py\n*.so\nbuild/\n",
+    ".gitignore": "/vllm/_version.py\n*.so\nbuild/\nlib/\n",
     "setup.py": "# not a real setup.py\n",
     "vllm/__init__.py": "from .version import __version__\n",
     "vllm/version.py": "__version__ = '0.0.1'\n",
     "vllm/core.py": "".join(f"line {i}\n" for i in range(1, 21)),
     "vllm/_version.py": "version = '0.0.1'  # ignored by .gitignore\n",
+    # Ignored by the general `lib/`, tracked upstream (vLLM 0.10's
+    # vllm/benchmarks/lib/).
+    "vllm/benchmarks/lib/utils.py": "x = 1\n",
     "tests/test_core.py": "def test_ok():\n    assert True\n",
 }
 

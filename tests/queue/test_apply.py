@@ -20,8 +20,10 @@ def test_apply_imports_release_and_respects_its_gitignore(stack):
                                                     "v0.0.1^{commit}")
     tracked = git(src, "ls-files").split()
     assert "vllm/core.py" in tracked and ".gitignore" in tracked
-    # vLLM's .gitignore excludes generated files such as vllm/_version.py.
+    # vLLM's .gitignore excludes generated files such as vllm/_version.py,
+    # but not the package's sources a general pattern covers.
     assert "vllm/_version.py" not in tracked
+    assert "vllm/benchmarks/lib/utils.py" in tracked
     assert git(src, "status", "--porcelain") == ""
 
 

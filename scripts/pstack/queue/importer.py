@@ -5,6 +5,11 @@ vllm/vllm_flash_attn copies, csrc/**/generated/**, vllm.egg-info) are not
 imported: the imported tree is what upstream's git has at the tag, which is
 what upstream-shaped patches are written against. setuptools-scm writes
 vllm/_version.py at build time.
+
+The exception is the package's own source that upstream tracks although a
+general pattern ignores it: vLLM 0.10 has vllm/benchmarks/lib/, which its
+`lib/` pattern covers (without it, `vllm serve` does not start). Every
+ignored file under vllm/ is imported, except the build outputs above.
 """
 
 from __future__ import annotations
@@ -19,6 +24,9 @@ from ..core.errors import UserError, progress
 from ..core.gitrepo import PORTABLE_CONFIG, RELEASE_IMPORTER
 from ..core.pin import BasePin
 from ..core.vllm_src import UPSTREAM, VllmSrc
+
+# What the build writes into the package (and upstream's git ignores).
+PACKAGE_BUILD_OUTPUTS = ("vllm/_version.py", "vllm/vllm_flash_attn/")
 
 
 def _release_date(tarball: Path) -> int:
@@ -57,6 +65,19 @@ def import_release(src: VllmSrc, tarball: Path, version: str,
             "GIT_WORK_TREE": str(Path(tmp) / tops[0]),
         }
         src.git("add", "-A", ".", env=env)
+        ignored = src.git("ls-files",
+                          "--others",
+                          "--ignored",
+                          "--exclude-standard",
+                          "-z",
+                          "--",
+                          "vllm/",
+                          env=env).split("\0")
+        tracked_upstream = [
+            f for f in ignored if f and not f.startswith(PACKAGE_BUILD_OUTPUTS)
+        ]
+        if tracked_upstream:
+            src.git("add", "-f", "--", *tracked_upstream, env=env)
         tree = src.git("write-tree", env=env).strip()
     date = f"{_release_date(tarball)} +0000"
     env = {**identity, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
