@@ -113,3 +113,14 @@ def test_a_sharing_line_builds_with_the_shared_cmake_and_ninja(tmp_path):
     default, line = _two_lines(tmp_path, X86_RUNTIME)
     path = setup_env.build_env(line, "0.10.2", default)["PATH"].split(":")
     assert path[:2] == [str(line.venv / "bin"), str(default.venv / "bin")]
+
+
+def test_a_sharing_line_runs_the_shared_ruff(tmp_path):
+    default, line = _two_lines(tmp_path, X86_RUNTIME)
+    for venv in (default.venv, line.venv):
+        (venv / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
+        (venv / "bin").mkdir()
+    (default.venv / "bin" / "ruff").write_text("ELF\n")
+    setup_env.link_runtime(line, default)
+    assert (line.venv / "bin" / "ruff").resolve() == (default.venv / "bin" /
+                                                      "ruff").resolve()

@@ -52,6 +52,9 @@ LINE_CONSTRAINTS = REPO / "ci" / "constraints-cpu-{version}.txt"
 # The .pth that puts the shared runtime on a line venv's sys.path (after
 # the venv's own site-packages, so the line's own versions win).
 SHARED_PTH = "_pstack_shared_runtime.pth"
+# Native programs of the shared runtime that their Python package looks for
+# in the running venv's bin/.
+SHARED_BINARIES = ("ruff", )
 # Pins of requirements/cpu.txt that make the runtime: lines that agree on
 # them can share one.
 RUNTIME_PINS = re.compile(
@@ -223,6 +226,11 @@ def link_runtime(layout: Layout, shared: Layout) -> None:
     target = f"{site_packages(shared.venv).resolve()}\n"
     if not pth.exists() or pth.read_text() != target:
         pth.write_text(target)
+    # `python -m ruff` runs the binary in its own venv's bin/ only.
+    for name in SHARED_BINARIES:
+        link = layout.venv / "bin" / name
+        if not link.exists() and (shared.venv / "bin" / name).exists():
+            link.symlink_to((shared.venv / "bin" / name).resolve())
 
 
 def ensure_line_requirements(layout: Layout, pin: BasePin) -> None:

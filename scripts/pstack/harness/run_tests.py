@@ -73,7 +73,8 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
         raise UserError(
             "ARGS= selects the project's tests, which run on the default "
             "line", "make test ARGS=... without LINE=")
-    return finish(run_line(layout), [0], time.monotonic())
+    start = time.monotonic()
+    return finish(run_line(layout), [0], start)
 
 
 def touched_vllm_tests(layout: Layout) -> list[str]:
