@@ -10,10 +10,10 @@ The project's tests (tests/, the lm-eval gate among them) run once, on the
 default line. Each other line of the checkout (patches-<version>/) is then
 set up if needed and runs its own part in its own venv: its vLLM test files
 at its tip, the lm-eval gate on its vLLM, and check-bisect over its series
-(`make test LINE=<version>` runs only that part). The final line sums it
-all up ("total: N passed, N failed, N skipped"). PSTACK_NO_BISECT=1 leaves
-check-bisect out; extra arguments (ARGS=...) are for pytest and run the
-project's tests only.
+after the default line's (`make test LINE=<version>` runs only that
+part). The final line sums it all up ("total: N passed, N failed, N
+skipped"). PSTACK_NO_BISECT=1 leaves check-bisect out; extra arguments
+(ARGS=...) are for pytest and run the project's tests only.
 """
 
 from __future__ import annotations
@@ -233,56 +233,42 @@ def prepare_line(line: Layout) -> bool:
     return True
 
 
-@dataclass
-class LineRun:
-    """Another line's part of the run, under way in its own venv."""
-
-    line: Layout
-    proc: subprocess.Popen
-    log: Path
-
-    @classmethod
-    def start(cls, line: Layout) -> LineRun:
-        """Start it alongside the default line's part: the two halve
-        the wall time on two cores, as each leaves a core mostly idle
-        (engine start-ups, imports). Its output goes to a log, shown when
-        it ends."""
-        version = BasePin.load(line.base_file).version
-        line.out.mkdir(parents=True, exist_ok=True)
-        log = line.out / "make-test.log"
-        progress(
-            f"line {line.patches.name}/: its vLLM tests, lm-eval gate and "
-            f"check-bisect run alongside, in {line.venv.name} (output: "
-            f"{log.relative_to(REPO) if log.is_relative_to(REPO) else log}"
-            ", shown at the end)")
-        with log.open("w") as out:
-            proc = subprocess.Popen(
-                [str(line.venv_python), "-m", "pstack", "test"],
-                cwd=REPO,
-                env={
-                    **os.environ, "PSTACK_LINE": version,
-                    "PYTHONPATH": str(REPO / "scripts")
-                },
-                stdout=out,
-                stderr=subprocess.STDOUT)
-        return cls(line, proc, log)
-
-    def finish(self) -> Counts:
-        """Wait for it, show its output; its counts, from its last line."""
-        returncode = self.proc.wait()
-        progress(f"line {self.line.patches.name}/: output of its part")
-        counts = None
-        for text in self.log.read_text().splitlines():
-            print(text)
+def other_line(line: Layout) -> Counts:
+    """Another line's part of the run, in its own venv, after the default
+    line's part, not alongside it: the vLLM tests at a line's tip build
+    engines in one pytest process that keeps about 1 GiB of CPU KV cache
+    per engine, up to 17 GiB, and two such runs do not fit in 24 GiB.
+    Its output is shown as it comes and kept in out/<version>/; its
+    counts, from its last line, join the total."""
+    version = BasePin.load(line.base_file).version
+    progress(f"line {line.patches.name}/ (vLLM {version}): its vLLM tests, "
+             f"lm-eval gate and check-bisect, in {line.venv.name}")
+    line.out.mkdir(parents=True, exist_ok=True)
+    log = line.out / "make-test.log"
+    proc = subprocess.Popen([str(line.venv_python), "-m", "pstack", "test"],
+                            cwd=REPO,
+                            env={
+                                **os.environ, "PSTACK_LINE": version,
+                                "PYTHONPATH": str(REPO / "scripts")
+                            },
+                            stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT,
+                            text=True)
+    assert proc.stdout is not None
+    counts = None
+    with log.open("w") as kept:
+        for text in proc.stdout:
+            print(text, end="", flush=True)
+            kept.write(text)
             m = TOTAL.match(text.strip())
             if m:
                 counts = Counts(*map(int, m.groups()))
-        if returncode != 0 and (counts is None or not counts.failed):
-            counts = (counts or Counts()) + Counts(failed=1)
-        counts = counts or Counts(failed=1)
-        print(f"line {self.line.patches.name}/: {counts.passed} passed, "
-              f"{counts.failed} failed, {counts.skipped} skipped")
-        return counts
+    if proc.wait() != 0 and (counts is None or not counts.failed):
+        counts = (counts or Counts()) + Counts(failed=1)
+    counts = counts or Counts(failed=1)
+    print(f"line {line.patches.name}/: {counts.passed} passed, "
+          f"{counts.failed} failed, {counts.skipped} skipped")
+    return counts
 
 
 def finish(total: Counts, returncodes: list[int], start: float) -> int:
@@ -308,7 +294,6 @@ def run_all(layout: Layout, pytest_args: list[str]) -> int:
     total += Counts(failed=len(lines) - len(ready))
     if everything:
         total += lint_own_code()
-    running = [LineRun.start(line) for line in ready]
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "project.xml"
         returncodes.append(_pytest(["tests", *pytest_args], REPO, junit, env))
@@ -320,6 +305,6 @@ def run_all(layout: Layout, pytest_args: list[str]) -> int:
         total += counts
     if os.environ.get("PSTACK_NO_BISECT") != "1":
         total += _bisect(layout, tip_results)
-    for run in running:
-        total += run.finish()
+    for line in ready:
+        total += other_line(line)
     return finish(total, returncodes, start)
