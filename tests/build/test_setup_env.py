@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from pstack.build import setup_env
 from pstack.core.errors import UserError
@@ -124,3 +126,11 @@ def test_a_sharing_line_runs_the_shared_ruff(tmp_path):
     setup_env.link_runtime(line, default)
     assert (line.venv / "bin" / "ruff").resolve() == (default.venv / "bin" /
                                                       "ruff").resolve()
+
+
+def test_a_line_before_the_default_one_is_set_up_says_what_to_run(tmp_path):
+    default, line = _two_lines(tmp_path, X86_RUNTIME)
+    shutil.rmtree(default.src)
+    with pytest.raises(UserError, match="vllm-src is not materialized") as e:
+        setup_env.shared_runtime(line)
+    assert e.value.hint == "run `make setup` (the default line) first"

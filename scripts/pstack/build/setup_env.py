@@ -200,11 +200,12 @@ def shared_runtime(layout: Layout) -> Layout | None:
         return None
     default = layout.default_line()
     pins = runtime_pins(layout.src)
-    if not pins or not default.src.exists():
-        # Without the default line's tree there is nothing to compare: the
-        # line gets a runtime of its own from ci/requirements-cpu.txt.
-        return None
-    return default if runtime_pins(default.src) == pins else None
+    if pins and not default.src.exists():
+        raise UserError(
+            f"{default.src.name} is not materialized: the runtime of "
+            f"{layout.venv.name} may be shared with {default.venv.name}",
+            "run `make setup` (the default line) first")
+    return default if pins and runtime_pins(default.src) == pins else None
 
 
 def setup_shared_runtime(shared: Layout) -> None:

@@ -219,10 +219,10 @@ def other_lines(layout: Layout) -> list[Layout]:
 def prepare_line(line: Layout) -> bool:
     """Another line's tree, pinned files and venv, before anything runs (the
     project's tests build its wheels too)."""
-    version = BasePin.load(line.base_file).version
+    pin = BasePin.load(line.base_file)
+    version = pin.version
     progress(f"line {line.patches.name}/ (vLLM {version}): setting it up")
     try:
-        pin = BasePin.load(line.base_file)
         fetch_sdist(pin, line.cache)
         fetch_wheel(pin, line.cache)
         sync(line)
