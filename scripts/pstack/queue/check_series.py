@@ -65,13 +65,15 @@ def check_series(layout: Layout) -> None:
         raise UserError(
             "apply + export changed " + ", ".join(changed),
             "the files are not what `make export` writes: review "
-            "`git diff patches/ README.md` and commit the result")
+            f"`git diff {layout.patches.name}/ README.md` and commit the "
+            "result")
     # The patches are the product: they must be committed (when patches/
     # is in a git checkout at all).
     status = GitRepo(layout.patches).run("status", "--porcelain", ".")
     if status.returncode == 0 and status.stdout.strip():
         files = ", ".join(line[3:] for line in status.stdout.splitlines())
-        raise UserError(f"patches/ has uncommitted changes: {files}",
-                        "commit patches/ (the series is the product)")
+        raise UserError(
+            f"{layout.patches.name}/ has uncommitted changes: {files}",
+            f"commit {layout.patches.name}/ (the series is the product)")
     print(f"check-series: {len(read_series(layout))} patches apply, "
           "re-export identically and are upstream-shaped")
