@@ -42,6 +42,11 @@ from .testenv import deselected, test_env
 
 # The project's own Python, linted with the settings in pyproject.toml.
 OWN_CODE = ("scripts", "tests")
+# A vLLM test file that builds engines in the pytest process (or imports
+# another test file's helpers, which do).
+IN_PROCESS_ENGINES = re.compile(
+    r"\bLLM\(|VLLM_ENABLE_V1_MULTIPROCESSING|^from \.test_\w+ import",
+    re.MULTILINE)
 # The last line of every run.
 TOTAL = re.compile(r"^total: (\d+) passed, (\d+) failed, (\d+) skipped$")
 
@@ -161,24 +166,42 @@ def _bisect(layout: Layout, tip_results: dict[str, str]) -> Counts:
     return Counts(passed=len(results) - len(bad), failed=len(bad))
 
 
+def pytest_batches(src: Path, files: list[str]) -> list[list[str]]:
+    """The test files in pytest runs: one for most, one each for the files
+    that build engines in the pytest process. Those keep about 1 GiB of CPU
+    KV cache per engine until their process ends; together in one process
+    they reach 17 GiB, and an engine a later test starts (a `vllm serve`
+    with two workers) then stalls for memory on a 24 GiB machine."""
+    alone = [
+        f for f in files
+        if IN_PROCESS_ENGINES.search((src / f).read_text(errors="replace"))
+    ]
+    rest = [f for f in files if f not in alone]
+    return ([rest] if rest else []) + [[f] for f in alone]
+
+
 def vllm_tests_at_tip(layout: Layout, tmp: Path,
                       env: dict[str, str]) -> tuple[Counts, dict[str, str]]:
     """The vLLM test files the line touches, at its tip: counts, and the
     outcome per file (check-bisect reuses it)."""
     vllm_tests = touched_vllm_tests(layout)
-    if not vllm_tests:
-        return Counts(), {}
-    junit = tmp / "vllm.xml"
+    counts: Counts = Counts()
+    by_file: dict[str, str] = {}
     start = time.monotonic()
     skip = [f"--deselect={node}" for node in deselected()]
-    rc = _pytest(["-p", "no:cacheprovider", *skip, *vllm_tests], layout.src,
-                 junit, env)
-    counts = junit_counts(junit)
-    if rc not in (0, 5) and not counts.failed:
-        counts += Counts(failed=1)  # pytest itself failed (collection...)
-    progress(f"vLLM tests at the tip of {layout.src.name} done "
-             f"({time.monotonic() - start:.0f}s)")
-    return counts, junit_by_file(junit, vllm_tests)
+    for i, files in enumerate(pytest_batches(layout.src, vllm_tests)):
+        junit = tmp / f"vllm-{i}.xml"
+        rc = _pytest(["-p", "no:cacheprovider", *skip, *files], layout.src,
+                     junit, env)
+        batch = junit_counts(junit)
+        if rc not in (0, 5) and not batch.failed:
+            batch += Counts(failed=1)  # pytest itself failed (collection...)
+        counts += batch
+        by_file.update(junit_by_file(junit, files))
+    if vllm_tests:
+        progress(f"vLLM tests at the tip of {layout.src.name} done "
+                 f"({time.monotonic() - start:.0f}s)")
+    return counts, by_file
 
 
 def lm_eval_gate(layout: Layout) -> Counts:
