@@ -204,6 +204,14 @@ def vllm_tests_at_tip(layout: Layout, tmp: Path,
     return counts, by_file
 
 
+def pstack_env(version: str) -> dict[str, str]:
+    """The environment of a `pstack` command run on the line of `version`."""
+    return {
+        **os.environ, "PSTACK_LINE": version,
+        "PYTHONPATH": str(REPO / "scripts")
+    }
+
+
 def lm_eval_gate(layout: Layout) -> Counts:
     """The lm-eval gate on this line's vLLM (`make lm-eval LINE=...`): one
     test. The default line's runs among the project's tests."""
@@ -211,10 +219,7 @@ def lm_eval_gate(layout: Layout) -> Counts:
     progress(f"lm-eval gate on vLLM {version}")
     proc = subprocess.run([sys.executable, "-m", "pstack", "lm-eval"],
                           cwd=REPO,
-                          env={
-                              **os.environ, "PSTACK_LINE": version,
-                              "PYTHONPATH": str(REPO / "scripts")
-                          })
+                          env=pstack_env(version))
     return Counts(passed=int(proc.returncode == 0),
                   failed=int(proc.returncode != 0))
 
@@ -270,10 +275,7 @@ def other_line(line: Layout) -> Counts:
     log = line.out / "make-test.log"
     proc = subprocess.Popen([str(line.venv_python), "-m", "pstack", "test"],
                             cwd=REPO,
-                            env={
-                                **os.environ, "PSTACK_LINE": version,
-                                "PYTHONPATH": str(REPO / "scripts")
-                            },
+                            env=pstack_env(version),
                             stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT,
                             text=True)
