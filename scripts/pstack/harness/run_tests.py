@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -168,10 +169,11 @@ def _bisect(layout: Layout, tip_results: dict[str, str]) -> Counts:
 
 def pytest_batches(src: Path, files: list[str]) -> list[list[str]]:
     """The test files in pytest runs: one for most, one each for the files
-    that build engines in the pytest process. Those keep about 1 GiB of CPU
-    KV cache per engine until their process ends; together in one process
-    they reach 17 GiB, and an engine a later test starts (a `vllm serve`
-    with two workers) then stalls for memory on a 24 GiB machine."""
+    that build engines in the pytest process. What such a file's engines
+    leave in their process (process-wide state such as the worker-side
+    connector, and memory if a version of the series leaks it again: before
+    its two patches that free the KV cache and the CPU tier with their
+    engine, one process of them reached 17 GiB) ends with that process."""
     alone = [
         f for f in files
         if IN_PROCESS_ENGINES.search((src / f).read_text(errors="replace"))
@@ -261,37 +263,65 @@ def prepare_line(line: Layout) -> bool:
     return True
 
 
-def other_line(line: Layout) -> Counts:
-    """Another line's part of the run, in its own venv, after the default
-    line's part, not alongside it: the vLLM tests at a line's tip build
-    engines in one pytest process that keeps about 1 GiB of CPU KV cache
-    per engine, up to 17 GiB, and two such runs do not fit in 24 GiB.
-    Its output is shown as it comes and kept in out/<version>/; its
-    counts, from its last line, join the total."""
+@dataclass
+class LinePart:
+    """Another line's part of the run, under way in a process of its own."""
+
+    line: Layout
+    version: str
+    proc: subprocess.Popen
+    log: Path
+    start: float
+
+
+def start_other_line(line: Layout) -> LinePart:
+    """Start another line's part of the run in its own venv: its vLLM tests
+    at the tip, the lm-eval gate on it and check-bisect over its prefixes.
+
+    It runs alongside the default line's part. Each part keeps about one of
+    two cores busy (engines run one OpenMP thread, and much of a test is
+    waiting on engine processes and servers), so side by side they take
+    little longer than the longer one alone. That fits in memory because an
+    engine frees its KV cache and CPU tier when it shuts down (the series'
+    two [Bugfix] patches that free them); before, a pytest process kept
+    1 GiB per engine it had built. Its output goes to out/<version>/
+    make-test.log and is shown once it ends."""
     version = BasePin.load(line.base_file).version
-    progress(f"line {line.patches.name}/ (vLLM {version}): its vLLM tests, "
-             f"lm-eval gate and check-bisect, in {line.venv.name}")
     line.out.mkdir(parents=True, exist_ok=True)
     log = line.out / "make-test.log"
-    proc = subprocess.Popen([str(line.venv_python), "-m", "pstack", "test"],
-                            cwd=REPO,
-                            env=pstack_env(version),
-                            stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT,
-                            text=True)
-    assert proc.stdout is not None
-    counts = None
+    progress(f"line {line.patches.name}/ (vLLM {version}): its vLLM tests, "
+             f"lm-eval gate and check-bisect, in {line.venv.name}, alongside "
+             f"this line's; output in {log} (shown when it ends)")
     with log.open("w") as kept:
-        for text in proc.stdout:
-            print(text, end="", flush=True)
-            kept.write(text)
-            m = TOTAL.match(text.strip())
-            if m:
-                counts = Counts(*map(int, m.groups()))
-    if proc.wait() != 0 and (counts is None or not counts.failed):
+        proc = subprocess.Popen(
+            [str(line.venv_python), "-m", "pstack", "test"],
+            cwd=REPO,
+            env=pstack_env(version),
+            stdout=kept,
+            stderr=subprocess.STDOUT,
+            # A group of its own, so that it can be stopped with its pytest
+            # processes and engines.
+            start_new_session=True)
+    return LinePart(line, version, proc, log, time.monotonic())
+
+
+def finish_other_line(part: LinePart) -> Counts:
+    """Wait for another line's part, show its output; its counts, from its
+    last line."""
+    returncode = part.proc.wait()
+    progress(f"line {part.line.patches.name}/ (vLLM {part.version}) done "
+             f"({time.monotonic() - part.start:.0f}s); its output, from "
+             f"{part.log}:")
+    counts = None
+    for text in part.log.read_text(errors="replace").splitlines():
+        print(text)
+        m = TOTAL.match(text.strip())
+        if m:
+            counts = Counts(*map(int, m.groups()))
+    if returncode != 0 and (counts is None or not counts.failed):
         counts = (counts or Counts()) + Counts(failed=1)
     counts = counts or Counts(failed=1)
-    print(f"line {line.patches.name}/: {counts.passed} passed, "
+    print(f"line {part.line.patches.name}/: {counts.passed} passed, "
           f"{counts.failed} failed, {counts.skipped} skipped")
     return counts
 
@@ -319,17 +349,27 @@ def run_all(layout: Layout, pytest_args: list[str]) -> int:
     total += Counts(failed=len(lines) - len(ready))
     if everything:
         total += lint_own_code()
-    with tempfile.TemporaryDirectory() as tmp:
-        junit = Path(tmp) / "project.xml"
-        returncodes.append(_pytest(["tests", *pytest_args], REPO, junit, env))
-        total += junit_counts(junit)
-        progress(f"project tests done ({time.monotonic() - start:.0f}s)")
-        if not everything:
-            return finish(total, returncodes, start)
-        counts, tip_results = vllm_tests_at_tip(layout, Path(tmp), env)
-        total += counts
-    if os.environ.get("PSTACK_NO_BISECT") != "1":
-        total += _bisect(layout, tip_results)
-    for line in ready:
-        total += other_line(line)
+    parts = [start_other_line(line) for line in ready]
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            junit = Path(tmp) / "project.xml"
+            returncodes.append(
+                _pytest(["tests", *pytest_args], REPO, junit, env))
+            total += junit_counts(junit)
+            progress(f"project tests done ({time.monotonic() - start:.0f}s)")
+            if not everything:
+                return finish(total, returncodes, start)
+            counts, tip_results = vllm_tests_at_tip(layout, Path(tmp), env)
+            total += counts
+        if os.environ.get("PSTACK_NO_BISECT") != "1":
+            total += _bisect(layout, tip_results)
+        for part in parts:
+            total += finish_other_line(part)
+    finally:
+        # Interrupted, or failed in this line's part: the other lines' parts
+        # stop with it.
+        for part in parts:
+            if part.proc.poll() is None:
+                os.killpg(part.proc.pid, signal.SIGTERM)
+                part.proc.wait()
     return finish(total, returncodes, start)
