@@ -60,6 +60,40 @@ def test_edit_commit_export_apply_round_trip(stack):
             names[0]).read_bytes() == first_bytes, "export is byte-stable"
 
 
+def test_base_imported_by_other_rules_is_imported_again(stack):
+    """A vllm-src whose base tag an earlier importer made (one that left out
+    files upstream tracks) gets the series' base-commit back."""
+    apply(stack)
+    commit_change(stack.src, "vllm/core.py", "line 3\n", "line three\n",
+                  "[Core] Spell out 3")
+    export(stack)
+    base = git(stack.src, "rev-parse", "v0.0.1^{commit}").strip()
+    # The same release without vllm/benchmarks/lib/, tagged in its place.
+    git(stack.src, "rm", "-q", "-r", "--cached", "vllm/benchmarks/lib")
+    old_tree = git(stack.src, "write-tree").strip()
+    git(stack.src, "reset", "-q", "--hard")
+    old_import = git(stack.src, "-c", "user.name=t", "-c", "user.email=t@t",
+                     "commit-tree", old_tree, "-m", "old import").strip()
+    git(stack.src, "tag", "-f", "v0.0.1", old_import)
+
+    apply(stack)
+    assert git(stack.src, "rev-parse", "v0.0.1^{commit}").strip() == base
+    assert git(stack.src, "rev-parse", "series~1").strip() == base
+    assert (stack.src / "vllm/benchmarks/lib/utils.py").exists()
+
+
+def test_series_exported_on_another_import_is_refused(stack):
+    apply(stack)
+    commit_change(stack.src, "vllm/core.py", "line 3\n", "line three\n",
+                  "[Core] Spell out 3")
+    [name] = export(stack)
+    patch = stack.patches / name
+    base = git(stack.src, "rev-parse", "v0.0.1^{commit}").strip()
+    patch.write_text(patch.read_text().replace(base, "1" * 40))
+    with pytest.raises(UserError, match="exported on 111111111111"):
+        apply(stack)
+
+
 def test_export_drops_patches_no_longer_in_series(stack):
     apply(stack)
     commit_change(stack.src, "vllm/core.py", "line 3\n", "line three\n",

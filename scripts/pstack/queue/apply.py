@@ -25,6 +25,8 @@ from ..core.vllm_src import SERIES, VllmSrc
 from .guard import ensure_safe_to_reset
 from .importer import import_base, init_repo
 
+BASE_COMMIT = "base-commit: "
+
 # Subjects kept as they are ([Tag]s too); the stack's committer and the
 # author's date: the same commit ids on every machine.
 GIT_AM = ("am", "--3way", "--keep", "--keep-cr",
@@ -52,7 +54,7 @@ def apply(layout: Layout, *, force: bool = False) -> str:
     init_repo(src)
     if src.rev(SERIES) is not None:
         ensure_safe_to_reset(layout, pin, force=force)
-    import_base(src, pin, layout.cache)
+    import_base(src, pin, layout.cache, base_commit(layout, names))
     src.git("checkout", "-q", "-f", "-B", SERIES, pin.tag)
     src.synced_tip_file.unlink(missing_ok=True)
     if names:
@@ -86,3 +88,15 @@ def _am(layout: Layout, src: VllmSrc, names: list[str]) -> None:
         f"resolve in {src.path}, `git add` the files, `git -C {src.path} am "
         "--continue`, then `make export`; or give up with "
         f"`git -C {src.path} am --abort`")
+
+
+def base_commit(layout: Layout, names: list[str]) -> str | None:
+    """The commit the series was exported on: the base-commit trailer
+    `make export` writes at the end of the first patch."""
+    if not names:
+        return None
+    lines = (layout.patches / names[0]).read_text().splitlines()
+    for line in reversed(lines[-5:]):
+        if line.startswith(BASE_COMMIT):
+            return line.removeprefix(BASE_COMMIT).strip()
+    return None

@@ -92,9 +92,28 @@ def import_release(src: VllmSrc, tarball: Path, version: str,
     return sha
 
 
-def import_base(src: VllmSrc, pin: BasePin, cache: Path) -> None:
+def import_base(src: VllmSrc,
+                pin: BasePin,
+                cache: Path,
+                base_commit: str | None = None) -> None:
     """Import the pinned base on `upstream`, preceded by the earlier bases
-    it was rebased from (pin.previous), unless the tags already exist."""
+    it was rebased from (pin.previous), unless the tags already exist.
+
+    `base_commit` is the commit the series was exported on (the first
+    patch's base-commit trailer). Existing tags that lead to another commit
+    were made by an earlier import whose rules differ (before vLLM 0.10's
+    vllm/benchmarks/lib/ was imported, say): the releases are imported
+    again, as they would be in a fresh checkout. The old commits stay
+    reachable from the branches made on them.
+    """
+    current = src.rev(pin.tag)
+    if base_commit and current not in (None, base_commit):
+        progress(f"{pin.tag} in {src.path} is {current[:12]}, not the "
+                 f"series' base-commit {base_commit[:12]} (an import by "
+                 "other rules): importing the releases again")
+        for release in (*pin.previous, pin.release):
+            if src.rev(release.tag) is not None:
+                src.git("tag", "-d", release.tag)
     parent = None
     for release in (*pin.previous, pin.release):
         sha = src.rev(release.tag)
@@ -102,6 +121,13 @@ def import_base(src: VllmSrc, pin: BasePin, cache: Path) -> None:
             tarball = fetch(release.sdist, release.sdist_sha256, cache)
             sha = import_release(src, tarball, release.version, parent)
         parent = sha
+    if base_commit and parent != base_commit:
+        raise UserError(
+            f"importing {pin.sdist} gives {pin.tag} = {parent[:12]}, but the "
+            f"series was exported on {base_commit[:12]} (the base-commit of "
+            "its first patch)", "the importer's rules changed since the "
+            "series was exported: `make export` on the new import, and "
+            "commit the patches")
 
 
 def init_repo(src: VllmSrc) -> None:
