@@ -105,3 +105,38 @@ def test_rebase_report_step_by_step_tables_each_patch_per_release(
     assert 'make rebase-report TO="0.0.2 0.0.3"' in step2
     assert "(3 patches on v0.0.2)" in step2
     assert "dropped: absorbed by vllm-project/vllm#1" in step2
+
+
+def test_rebase_report_names_conflicts_the_line_has_resolved(
+        stack, monkeypatch, tmp_path):
+    import hashlib
+
+    from pstack.queue.carry import CarriedPatch, write_record
+    from pstack.queue.rebase_report import report, report_steps
+    export_core_series(stack, [("line 9\n", "line nine\n", "[Core] B"),
+                               ("line 15\n", "line fifteen\n", "[Core] D")])
+    pin = new_release(stack, monkeypatch, "0.0.2", UPSTREAMED_A_CONFLICTS_B)
+    # The checkout's line on 0.0.2, with B resolved by hand and recorded.
+    line = stack.line("0.0.2")
+    line.patches.mkdir()
+    pin.dump(line.base_file)
+    (line.patches / "Core-B.patch").write_text("B, resolved by hand\n")
+    source = stack.patches / "Core-B.patch"
+    write_record(line, stack, [
+        CarriedPatch("Core-B.patch", "Core-B.patch",
+                     hashlib.sha256(source.read_bytes()).hexdigest())
+    ])
+    docs = tmp_path / "docs"
+
+    text = report(stack, "0.0.2", tmp_path / "scratch", docs).read_text()
+    assert ("| 1 | [Core] B | **conflict**: `vllm/core.py`; resolved in "
+            "`patches-0.0.2/Core-B.patch` (recorded: `make rebase` replays "
+            "it) |" in text)
+    steps = report_steps(stack, ["0.0.2"], tmp_path / "scratch",
+                         docs).read_text()
+    assert "| 1 | [Core] B | **conflict resolved (recorded)** |" in steps
+
+    # A source changed since its resolution was recorded: a plain conflict.
+    source.write_text(source.read_text() + "\n")
+    text = report(stack, "0.0.2", tmp_path / "scratch", docs).read_text()
+    assert "| 1 | [Core] B | **conflict**: `vllm/core.py` |" in text

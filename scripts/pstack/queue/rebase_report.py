@@ -24,6 +24,7 @@ from ..core.layout import Layout
 from ..core.series import series_label
 from ..core.vllm_src import VllmSrc
 from .apply import apply
+from .carry import RECORD, recorded_versions
 from .rebase import (CONFLICT_KINDS, OldPatch, RebaseState, Result, finish,
                      run_rebase, start, step)
 
@@ -164,7 +165,10 @@ class StepReport:
 def report(layout: Layout, version: str, scratch: Path, docs: Path) -> Path:
     """Rebase a copy of the series in `scratch`, write
     docs/rebase-<version>.md etc."""
-    return _report_step(_scratch_copy(layout, scratch), version, docs).doc
+    return _report_step(_scratch_copy(layout, scratch),
+                        version,
+                        docs,
+                        recorded=_recorded(layout, version)).doc
 
 
 def report_steps(layout: Layout, versions: list[str], scratch: Path,
@@ -179,13 +183,33 @@ def report_steps(layout: Layout, versions: list[str], scratch: Path,
     # from the previous step's result.
     command = _command(versions)
     steps = [
-        _report_step(copy, version, docs, command) for version in versions
+        _report_step(copy, version, docs, command, _recorded(layout, version))
+        for version in versions
     ]
     doc = docs / f"rebase-steps-{versions[-1]}.md"
     _write_generated(doc, _steps_block(base, steps),
                      f"Rebase onto vLLM {versions[-1]}, step by step", command)
     print(f"rebase-report: {len(steps)} steps; wrote {doc}")
     return doc
+
+
+def _recorded(layout: Layout, version: str) -> dict[str, str]:
+    """Patch file name -> the version of it that the checkout's line on
+    `version` records (patches-<version>/carried.toml): `make rebase
+    TO=<version>` replays those instead of asking anyone to resolve them.
+    Empty without such a line, or while the record is stale."""
+    line = layout.line(version)
+    if not (line.patches / RECORD).is_file():
+        return {}
+    try:
+        replay = recorded_versions(layout, line)
+    except UserError as e:
+        progress(f"not using {line.patches.name}/'s record: {e}")
+        return {}
+    return {
+        source: f"{line.patches.name}/{recorded.name}"
+        for source, recorded in replay.items()
+    }
 
 
 def _scratch_copy(layout: Layout, scratch: Path) -> Layout:
@@ -211,10 +235,14 @@ def _scratch_copy(layout: Layout, scratch: Path) -> Layout:
 def _report_step(copy: Layout,
                  version: str,
                  docs: Path,
-                 command: str | None = None) -> StepReport:
+                 command: str | None = None,
+                 recorded: dict[str, str] | None = None) -> StepReport:
     """Rebase the scratch tree's series onto `version` and write
     docs/rebase-<version>.md etc., naming `command` as the one that
-    regenerates it (default: the report of this version alone)."""
+    regenerates it (default: the report of this version alone). A
+    conflicting patch in `recorded` (see _recorded) is reported as
+    resolved, with the file that holds its resolution."""
+    recorded = recorded or {}
     src = VllmSrc(copy.src)
     label = series_label(copy)
     state = start(copy, version)
@@ -258,7 +286,7 @@ def _report_step(copy: Layout,
         details.unlink(missing_ok=True)
     range_diff.write_text(caveat + result.range_diff.read_text())
     block = _report_block(state, label, result, conflicts, changes, range_diff,
-                          details if conflicts else None)
+                          details if conflicts else None, recorded)
     doc = docs / f"{stem}.md"
     _write_generated(doc, block, f"Rebase onto vLLM {version}", command
                      or _command([version]))
@@ -267,14 +295,15 @@ def _report_step(copy: Layout,
     print(f"rebase-report: {clean} clean, {len(conflicts)} conflicting, "
           f"{len(result.absorbed)} absorbed upstream, "
           f"{len(result.dropped)} already upstream; wrote {doc}")
-    return StepReport(version, state.old_pin.version, doc, {
-        p.subject: _outcome(state, result, conflicts, p)
-        for p in state.patches
-    })
+    return StepReport(
+        version, state.old_pin.version, doc, {
+            p.subject: _outcome(state, result, conflicts, p, recorded)
+            for p in state.patches
+        })
 
 
 def _outcome(state: RebaseState, result: Result, conflicts: list[Conflict],
-             patch: OldPatch) -> str:
+             patch: OldPatch, recorded: dict[str, str]) -> str:
     """What happened to one patch, in a few words."""
     subject = patch.subject
     if subject in result.absorbed:
@@ -285,6 +314,8 @@ def _outcome(state: RebaseState, result: Result, conflicts: list[Conflict],
         return "empty, dropped"
     outcome = ("conflict" if any(c.number == patch.number
                                  for c in conflicts) else "applied")
+    if outcome == "conflict" and patch.name in recorded:
+        outcome = "conflict resolved (recorded)"
     if patch.commit in state.partly_absorbed:
         outcome = f"partly absorbed, {outcome}"
     return outcome
@@ -296,7 +327,10 @@ def _steps_block(base: str, steps: list[StepReport]) -> str:
     lines = [
         f"The series `{base}`, rebased onto each release in turn: each step "
         "starts from the previous step's result, where the conflicting "
-        "hunks were resolved to the patch's side (unreviewed). *absorbed*: "
+        "hunks were resolved to the patch's side (unreviewed). *conflict "
+        "resolved (recorded)*: the checkout's line on that release holds "
+        "the patch resolved by hand, and `make rebase` replays it. "
+        "*absorbed*: "
         "left out, the release has it in its own form (evidence in the "
         "step's report, from patches/upstream.toml); *partly absorbed*: the "
         "release has some of it, the patch still applies; *already "
@@ -341,7 +375,7 @@ def _conflict_details(state: RebaseState, conflicts: list[Conflict]) -> str:
 
 
 def _status(state: RebaseState, result: Result, conflicts: list[Conflict],
-            patch: OldPatch) -> str:
+            patch: OldPatch, recorded: dict[str, str]) -> str:
     """What happened to one patch, for the report's table."""
     number, subject = patch.number, patch.subject
     if subject in result.absorbed:
@@ -350,8 +384,12 @@ def _status(state: RebaseState, result: Result, conflicts: list[Conflict],
     prefix = f"{partly}; " if partly else ""
     by_number = {c.number: c for c in conflicts}
     if number in by_number:
-        return prefix + "**conflict**: " + ", ".join(
+        status = prefix + "**conflict**: " + ", ".join(
             f"`{f}`" for f in by_number[number].files)
+        if patch.name in recorded:
+            status += (f"; resolved in `{recorded[patch.name]}` (recorded: "
+                       "`make rebase` replays it)")
+        return status
     if subject in result.dropped:
         return "dropped: already upstream (its diff is in the release)"
     if subject in result.skipped:
@@ -364,11 +402,13 @@ def _status(state: RebaseState, result: Result, conflicts: list[Conflict],
 
 def _report_block(state: RebaseState, label: str, result: Result,
                   conflicts: list[Conflict], changes: dict[str, str],
-                  range_diff: Path | None, details: Path | None) -> str:
+                  range_diff: Path | None, details: Path | None,
+                  recorded: dict[str, str]) -> str:
     old, new = state.old_pin, state.new_pin
     rows = [
         f"| {p.number} | {p.subject} | "
-        f"{_status(state, result, conflicts, p)} |" for p in state.patches
+        f"{_status(state, result, conflicts, p, recorded)} |"
+        for p in state.patches
     ]
     lines = [
         f"Generated from the series `{label}` ({len(state.patches)} patches "
