@@ -6,12 +6,14 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import threading
 import time
 from pathlib import Path
 
 from pstack.core.layout import REPO, Layout
 from pstack.harness.run_tests import (Counts, finish_other_line,
-                                      pytest_batches, start_other_line)
+                                      one_bisect_at_a_time, pytest_batches,
+                                      start_other_line)
 
 
 def test_files_with_in_process_engines_run_in_a_process_of_their_own(tmp_path):
@@ -83,3 +85,18 @@ def test_other_line_runs_in_a_process_group_of_its_own(tmp_path):
     finally:
         os.killpg(part.proc.pid, signal.SIGTERM)
         part.proc.wait()
+
+
+def test_one_check_bisect_at_a_time(tmp_path):
+    entered = threading.Event()
+
+    def other_line():
+        with one_bisect_at_a_time(tmp_path):
+            entered.set()
+
+    with one_bisect_at_a_time(tmp_path):
+        thread = threading.Thread(target=other_line)
+        thread.start()
+        assert not entered.wait(0.3)
+    assert entered.wait(10)
+    thread.join()

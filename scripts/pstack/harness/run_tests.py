@@ -19,6 +19,7 @@ skipped"). PSTACK_NO_BISECT=1 leaves check-bisect out; extra arguments
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
 import re
 import signal
@@ -27,6 +28,8 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -149,11 +152,37 @@ def lint_own_code() -> Counts:
     return counts
 
 
+@contextmanager
+def one_bisect_at_a_time(root: Path) -> Iterator[None]:
+    """check-bisect of one line at a time in the checkout at `root`, while
+    the lines' other parts run side by side. Up to the series' patch that
+    frees the CPU tier with its engine (the last one), a prefix's pytest
+    process keeps the CPU tier of every engine it builds: one reached 12 GB,
+    and two of them, one per line, do not fit in 24 GiB."""
+    lock = root / "build" / "check-bisect.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("w") as held:
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress("check-bisect: waiting for another line's check-bisect "
+                     "to end (one at a time, for memory)")
+            fcntl.flock(held, fcntl.LOCK_EX)
+        yield
+
+
 def _bisect(layout: Layout, tip_results: dict[str, str]) -> Counts:
     """check-bisect over the series, reusing the tip run above; counts per
     prefix."""
-    progress("check-bisect: every prefix of the series compiles, lints and "
-             "passes its tests (files identical at the tip: the run above)")
+    assert layout.root is not None
+    with one_bisect_at_a_time(layout.root):
+        progress("check-bisect: every prefix of the series compiles, lints "
+                 "and passes its tests (files identical at the tip: the run "
+                 "above)")
+        return _bisect_now(layout, tip_results)
+
+
+def _bisect_now(layout: Layout, tip_results: dict[str, str]) -> Counts:
     start = time.monotonic()
     try:
         results = check_bisect(layout, tip_results=tip_results)
@@ -284,7 +313,8 @@ def start_other_line(line: Layout) -> LinePart:
     little longer than the longer one alone. That fits in memory because an
     engine frees its KV cache and CPU tier when it shuts down (the series'
     two [Bugfix] patches that free them); before, a pytest process kept
-    1 GiB per engine it had built. Its output goes to out/<version>/
+    1 GiB per engine it had built. The lines' check-bisect runs still take
+    turns (one_bisect_at_a_time). Its output goes to out/<version>/
     make-test.log and is shown once it ends."""
     version = BasePin.load(line.base_file).version
     line.out.mkdir(parents=True, exist_ok=True)
