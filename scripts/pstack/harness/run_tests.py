@@ -300,7 +300,6 @@ class LinePart:
     version: str
     proc: subprocess.Popen
     log: Path
-    start: float
 
 
 def start_other_line(line: Layout) -> LinePart:
@@ -332,16 +331,17 @@ def start_other_line(line: Layout) -> LinePart:
             # A group of its own, so that it can be stopped with its pytest
             # processes and engines.
             start_new_session=True)
-    return LinePart(line, version, proc, log, time.monotonic())
+    return LinePart(line, version, proc, log)
 
 
 def finish_other_line(part: LinePart) -> Counts:
     """Wait for another line's part, show its output; its counts, from its
     last line."""
     returncode = part.proc.wait()
-    progress(f"line {part.line.patches.name}/ (vLLM {part.version}) done "
-             f"({time.monotonic() - part.start:.0f}s); its output, from "
-             f"{part.log}:")
+    # Its own time is in its output ("make test took ..."): it may have
+    # ended long before this line's part did.
+    progress(f"line {part.line.patches.name}/ (vLLM {part.version}) "
+             f"ended; its output, from {part.log}:")
     counts = None
     for text in part.log.read_text(errors="replace").splitlines():
         print(text)
