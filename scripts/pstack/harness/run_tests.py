@@ -7,13 +7,14 @@ reusing the tip run for test files a prefix shares with the tip. Each
 linter and each prefix counts as one test.
 
 The project's tests (tests/, the lm-eval gate among them) run once, on the
-default line. Each other line of the checkout (patches-<version>/) is then
-set up if needed and runs its own part in its own venv: its vLLM test files
-at its tip, the lm-eval gate on its vLLM, and check-bisect over its series
-after the default line's (`make test LINE=<version>` runs only that
-part). The final line sums it all up ("total: N passed, N failed, N
-skipped"). PSTACK_NO_BISECT=1 leaves check-bisect out; extra arguments
-(ARGS=...) are for pytest and run the project's tests only.
+default line. Each other line of the checkout (patches-<version>/) is set up
+first if needed and runs its own part in its own venv, alongside the default
+line's: its vLLM test files at its tip, the lm-eval gate on its vLLM, and
+check-bisect over its series, the lines' check-bisect runs taking turns
+(`make test LINE=<version>` runs only that part). The final line sums it
+all up ("total: N passed, N failed, N skipped"). PSTACK_NO_BISECT=1 leaves
+check-bisect out; extra arguments (ARGS=...) are for pytest and run the
+project's tests only.
 """
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ def lint_own_code() -> Counts:
 def one_bisect_at_a_time(root: Path) -> Iterator[None]:
     """check-bisect of one line at a time in the checkout at `root`, while
     the lines' other parts run side by side. Up to the series' patch that
-    frees the CPU tier with its engine (the last one), a prefix's pytest
+    frees the CPU tier with its engine (near the end), a prefix's pytest
     process keeps the CPU tier of every engine it builds: one reached 12 GB,
     and two of them, one per line, do not fit in 24 GiB."""
     lock = root / "build" / "check-bisect.lock"
