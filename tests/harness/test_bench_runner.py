@@ -3,9 +3,13 @@ in `make bench`)."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
+import pytest
+from pstack.core.errors import UserError
 from pstack.core.layout import Layout
+from pstack.harness import bench
 from pstack.harness.bench import runner
 
 
@@ -59,3 +63,25 @@ def test_alternating_rounds_reverse_the_order_every_other_round(
             "call": 6
         }]],
     }
+
+
+def test_a_failing_script_is_a_user_error_after_its_stderr(
+        tmp_path, monkeypatch, capsys):
+    (tmp_path / "fails.py").write_text(
+        "import sys\nprint('Traceback: boom', file=sys.stderr)\nsys.exit(3)\n")
+    monkeypatch.setattr(runner, "SCRIPTS", tmp_path)
+    layout = Layout(patches=tmp_path / "patches",
+                    src=tmp_path / "vllm-src",
+                    cache=tmp_path / "cache")
+    with pytest.raises(UserError, match="fails.py failed with exit status 3"):
+        runner.run_script(layout, "fails.py", tmp_path / "tree", "--x")
+    assert "Traceback: boom" in capsys.readouterr().err
+
+
+def test_an_unknown_benchmark_is_a_user_error(tmp_path):
+    layout = Layout(patches=tmp_path / "patches",
+                    src=tmp_path / "vllm-src",
+                    cache=tmp_path / "cache")
+    with pytest.raises(UserError, match="unknown benchmark 'nope'") as err:
+        bench.run(argparse.Namespace(names=["nope"]), layout)
+    assert "step-overhead" in err.value.hint

@@ -11,7 +11,7 @@ import sys
 import pytest
 from conftest import REPO
 from pstack.harness.lm_eval import task as lm_eval_task
-from pstack.harness.lm_eval.protocol import RunResult
+from pstack.harness.lm_eval.protocol import RunResult, WorkerJob
 from pstack.harness.lm_eval.verdict import (LOGPROB_TOLERANCE, format_report,
                                             judge)
 
@@ -302,3 +302,17 @@ def test_the_gate_fails_when_the_cpu_tier_returns_wrong_kv(tmp_path):
     assert ("tiny-llama/offload-b16-lru pass 2: pstack_offload_gen doc_id"
             in proc.stdout)
     assert proc.stdout.splitlines()[-2].startswith("FAIL:")
+
+
+def test_the_worker_without_fork_refuses_other_than_one_spec():
+    # What it prints goes to the gate's worker log, with its exit status.
+    proc = subprocess.run(
+        [sys.executable, "-m", "pstack.harness.lm_eval.worker"],
+        input=WorkerJob(specs=[], fork=False).to_json(),
+        env={
+            **os.environ, "PYTHONPATH": str(REPO / "scripts")
+        },
+        text=True,
+        capture_output=True)
+    assert proc.returncode == 1
+    assert proc.stderr == "without fork the worker runs exactly one spec\n"

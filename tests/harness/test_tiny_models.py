@@ -7,6 +7,7 @@ import hashlib
 import json
 
 import pytest
+from pstack.core.errors import UserError
 from pstack.harness import tiny_models
 from pstack.harness.tiny_models import SPECS, generate
 
@@ -54,5 +55,5 @@ def test_tokenizer_round_trips_offline(tmp_path, monkeypatch):
 
 
 def test_unknown_model_name_is_a_clear_error():
-    with pytest.raises(SystemExit, match="unknown model 'nope'"):
+    with pytest.raises(UserError, match="unknown model 'nope'"):
         tiny_models.generate("nope")

@@ -193,73 +193,103 @@ def verify_wheel(wheel: Path,
     setup.py appends a device suffix after writing vllm/_version.py
     (`+<label>.cpu`).
     """
-    dist_version = dist_version or expected_version
-    problems = []
     with tempfile.TemporaryDirectory() as tmp:
         venv = Path(tmp) / "venv"
-        run_process([python, "-m", "venv", "--without-pip", venv])
-        site = next((venv / "lib").glob("python3*/site-packages"))
-        # Every site-packages of the project venv: its own, and the runtime
-        # it shares with the default line, if it does.
-        deps_sites = run_process([
-            python, "-c", "import sys; print('\\n'.join(p for p in sys.path "
-            "if p.endswith('site-packages')))"
-        ],
-                                 capture=True).stdout
-        # torch & co. come from the project venv, after the wheel's own
-        # files.
-        (site / "zz_project_deps.pth").write_text(deps_sites)
-        run_process([
-            python, "-m", "pip", "--python", venv / "bin" / "python",
-            "install", "--no-deps", "--quiet", "--no-index", wheel
-        ])
-        for change in overlay:
-            installed = site / change.path
-            if change.status == "D":
-                if installed.exists():
-                    problems.append(
-                        f"{change.path}: deleted by the series but installed")
-            elif not installed.exists():
-                problems.append(f"{change.path}: missing")
-            elif installed.read_bytes() != (src / change.path).read_bytes():
+        site = install_in_throwaway_venv(wheel, venv, python)
+        problems = overlay_problems(site, src, overlay)
+        problems += shared_object_problems(site, reference_wheel)
+        problems += import_problems(venv, site, Path(tmp), import_ext,
+                                    expected_version, dist_version
+                                    or expected_version)
+    return problems
+
+
+def install_in_throwaway_venv(wheel: Path, venv: Path, python: Path) -> Path:
+    """A venv at `venv` with `wheel` installed (--no-deps), seeing the
+    packages of `python`'s environment after its own; its site-packages."""
+    run_process([python, "-m", "venv", "--without-pip", venv])
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    # Every site-packages of the project venv: its own, and the runtime
+    # it shares with the default line, if it does.
+    deps_sites = run_process([
+        python, "-c", "import sys; print('\\n'.join(p for p in sys.path "
+        "if p.endswith('site-packages')))"
+    ],
+                             capture=True).stdout
+    # torch & co. come from the project venv, after the wheel's own files.
+    (site / "zz_project_deps.pth").write_text(deps_sites)
+    run_process([
+        python, "-m", "pip", "--python", venv / "bin" / "python", "install",
+        "--no-deps", "--quiet", "--no-index", wheel
+    ])
+    return site
+
+
+def overlay_problems(site: Path, src: Path,
+                     overlay: list[Change]) -> list[str]:
+    """Each changed vllm/ file installed in `site` with vllm-src's bytes,
+    each deleted one absent."""
+    problems = []
+    for change in overlay:
+        installed = site / change.path
+        if change.status == "D":
+            if installed.exists():
                 problems.append(
-                    f"{change.path}: content differs from vllm-src")
-        if not sorted(site.glob("vllm/**/*.so")):
-            problems.append("no shared objects installed")
-        if reference_wheel is not None:
-            with zipfile.ZipFile(reference_wheel) as zf:
-                ref = {
-                    n: d
-                    for n, d in _record_hashes(zf).items() if n.endswith(".so")
-                }
-            for name, digest in ref.items():
-                so = site / name
-                if not so.exists():
-                    problems.append(f"{name}: missing")
-                elif "sha256=" + _urlsafe_sha256(so) != digest:
-                    problems.append(f"{name}: differs from the official wheel")
-        code = ("import importlib.metadata as m, vllm\n"
-                "print(vllm.__version__, m.version('vllm'), vllm.__file__)\n")
-        if import_ext:
-            code += "import vllm._C\n"
-        env = {**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"}
-        proc = subprocess.run([venv / "bin" / "python", "-c", code],
-                              text=True,
-                              capture_output=True,
-                              cwd=tmp,
-                              env=env)
-        if proc.returncode != 0:
-            last = (proc.stderr.strip().splitlines() or ["?"])[-1]
-            problems.append(f"import failed: {last}")
-        else:
-            got_version, got_dist, location = proc.stdout.split()
-            if got_version != expected_version or got_dist != dist_version:
-                problems.append(
-                    f"version {got_version} (metadata {got_dist}), "
-                    f"expected {expected_version} ({dist_version})")
-            if not location.startswith(str(site)):
-                problems.append(f"vllm imported from {location}, not from the "
-                                "wheel")
+                    f"{change.path}: deleted by the series but installed")
+        elif not installed.exists():
+            problems.append(f"{change.path}: missing")
+        elif installed.read_bytes() != (src / change.path).read_bytes():
+            problems.append(f"{change.path}: content differs from vllm-src")
+    return problems
+
+
+def shared_object_problems(site: Path,
+                           reference_wheel: Path | None) -> list[str]:
+    """Shared objects installed, and byte-equal to those of
+    `reference_wheel` (by its RECORD) when given."""
+    problems = []
+    if not sorted(site.glob("vllm/**/*.so")):
+        problems.append("no shared objects installed")
+    if reference_wheel is None:
+        return problems
+    with zipfile.ZipFile(reference_wheel) as zf:
+        ref = {
+            n: d
+            for n, d in _record_hashes(zf).items() if n.endswith(".so")
+        }
+    for name, digest in ref.items():
+        so = site / name
+        if not so.exists():
+            problems.append(f"{name}: missing")
+        elif "sha256=" + _urlsafe_sha256(so) != digest:
+            problems.append(f"{name}: differs from the official wheel")
+    return problems
+
+
+def import_problems(venv: Path, site: Path, cwd: Path, import_ext: bool,
+                    expected_version: str, dist_version: str) -> list[str]:
+    """vllm imports in `venv` from `site` (and vllm._C with `import_ext`),
+    with the expected __version__ and distribution version."""
+    code = ("import importlib.metadata as m, vllm\n"
+            "print(vllm.__version__, m.version('vllm'), vllm.__file__)\n")
+    if import_ext:
+        code += "import vllm._C\n"
+    env = {**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"}
+    proc = subprocess.run([venv / "bin" / "python", "-c", code],
+                          text=True,
+                          capture_output=True,
+                          cwd=cwd,
+                          env=env)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["?"])[-1]
+        return [f"import failed: {last}"]
+    problems = []
+    got_version, got_dist, location = proc.stdout.split()
+    if got_version != expected_version or got_dist != dist_version:
+        problems.append(f"version {got_version} (metadata {got_dist}), "
+                        f"expected {expected_version} ({dist_version})")
+    if not location.startswith(str(site)):
+        problems.append(f"vllm imported from {location}, not from the wheel")
     return problems
 
 

@@ -50,8 +50,10 @@ def file_name(subject: str) -> str:
     spells it (letters, digits, '.' and '_'; any run of other characters
     one '-'), without git's 52-character cut and without a number.
 
-    "[KV offload][3/N] CPU<->GPU transfer handlers" gives
-    "KV-offload-3-N-CPU-GPU-transfer-handlers.patch".
+    >>> file_name("[KV offload][3/N] CPU<->GPU transfer handlers")
+    'KV-offload-3-N-CPU-GPU-transfer-handlers.patch'
+    >>> file_name("[Bugfix] Free the CPU tier... at shutdown.")
+    'Bugfix-Free-the-CPU-tier.-at-shutdown.patch'
     """
     words = re.findall(r"[A-Za-z0-9._]+", subject)
     stem = re.sub(r"\.\.+", ".", "-".join(words)).strip(".-")
@@ -117,7 +119,16 @@ class Patch:
 
     @property
     def summary(self) -> str:
-        """The first sentence of the body, on one line."""
+        r"""The first sentence of the body, on one line.
+
+        >>> Patch("[Core] A", "A <a@b>", "Speeds up e.g. NIXL. Measured\n"
+        ...       "with make bench.\n\nSigned-off-by: A <a@b>",
+        ...       (("Signed-off-by", "A <a@b>"),)).summary
+        'Speeds up e.g. NIXL.'
+        >>> Patch("[Core] A", "A <a@b>", "It adds two flags:\n\n- a\n- b",
+        ...       ()).summary
+        'It adds two flags.'
+        """
         paragraph = " ".join(self.body.split("\n\n", 1)[0].split())
         # A sentence ends at . ! or ? before a capital (not at "e.g. the",
         # nor at an abbreviation before a name: "e.g. NIXL").
@@ -140,7 +151,14 @@ class Patch:
         return None
 
     def problems(self) -> list[str]:
-        """What keeps the patch from being upstream-shaped (empty: nothing)."""
+        r"""What keeps the patch from being upstream-shaped (empty: nothing).
+
+        >>> Patch("[Core] A", "A <a@b>", "Why.\n\nSigned-off-by: A <a@b>\n"
+        ...       "Upstream-Status: Submitted", (
+        ...           ("Signed-off-by", "A <a@b>"),
+        ...           ("Upstream-Status", "Submitted"))).problems()
+        ["Upstream-Status 'Submitted' is not in the vocabulary"]
+        """
         problems = []
         if not self.subject:
             problems.append("no subject")

@@ -95,66 +95,91 @@ def check_patch(tree: GitRepo, commit: str, env: dict[str,
     result = PatchResult(tree.subject(commit), commit, tree.tree(commit))
     py = [f for f in tree.changed_files(commit, "AM") if f.endswith(".py")]
     run_env = {**os.environ, **env, "PYTHONPATH": str(tree.path)}
-
-    def python(args: list[str]) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, *args],
-                              cwd=tree.path,
-                              env=run_env,
-                              text=True,
-                              stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT)
-
-    proc = python(["-m", "compileall", "-q", *py]) if py else None
-    if proc is None or proc.returncode == 0:
-        result.checks["compile"] = "ok"
-    else:
-        result.checks["compile"] = (proc.stdout.strip().splitlines()
-                                    or ["failed"])[-1]
+    result.checks["compile"] = compile_check(tree.path, run_env, py)
     for linter in LINTERS:
         result.checks[linter] = lint(linter, py, tree.path, run_env).summary
     result.tests = [f for f in py if Path(f).name.startswith("test_")]
     result.tests_skipped = skip_tests
-    here = [f for f in result.tests if f not in covered]
-    at_tip = [f for f in result.tests if f in covered]
     notes, failures = [], []
     if skip_tests:
         notes.append("not run (--no-tests)")
     elif not result.tests:
         notes.append("no tests in this patch")
-    if here and not skip_tests:
-        t0 = time.monotonic()
-        proc = python([
-            "-m", "pytest", "-q", "-p", "no:cacheprovider",
-            *[f"--deselect={d}" for d in deselect], *here
-        ])
-        summary = (proc.stdout.strip().splitlines() or ["no output"])[-1]
-        print(f"    {summary}  ({time.monotonic() - t0:.0f}s)", flush=True)
-        notes.append(f"{len(here)} file(s) here: {summary}")
-        if proc.returncode != 0:
-            failed = [
-                line for line in proc.stdout.splitlines()
-                if line.startswith(("FAILED ", "ERROR "))
-            ]
-            for line in failed:
-                print(f"    {line}", flush=True)
-            failures.append(summary + (f" ({failed[0]})" if failed else ""))
-    if at_tip and not skip_tests:
-        result.tip_files = at_tip
-        notes.append(f"{len(at_tip)} file(s) identical at the tip, run there "
-                     "by make test")
-        print(
-            f"    {len(at_tip)} test file(s) as at the tip: result of make "
-            "test's run",
-            flush=True)
-        failures += [
-            f"{f}: {covered[f]}" for f in at_tip if covered[f] != "ok"
-        ]
+    else:
+        here = [f for f in result.tests if f not in covered]
+        result.tip_files = [f for f in result.tests if f in covered]
+        outcomes = []
+        if here:
+            outcomes.append(tests_here(tree.path, run_env, here, deselect))
+        if result.tip_files:
+            outcomes.append(tests_at_tip(result.tip_files, covered))
+        for note, failed in outcomes:
+            notes.append(note)
+            failures += failed
     result.checks["tests"] = "ok" if not failures else "; ".join(
         failures)[:200]
     result.ran = "; ".join(notes)
     result.seconds = round(time.monotonic() - start, 1)
     result.date = time.strftime("%Y-%m-%d %H:%M:%S")
     return result
+
+
+def run_python(cwd: Path, env: dict[str, str],
+               args: list[str]) -> subprocess.CompletedProcess:
+    """This venv's Python on `args` in `cwd`, its output (both streams) in
+    .stdout."""
+    return subprocess.run([sys.executable, *args],
+                          cwd=cwd,
+                          env=env,
+                          text=True,
+                          stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT)
+
+
+def compile_check(cwd: Path, env: dict[str, str], py: list[str]) -> str:
+    """'ok' if the Python files compile, else compileall's last line."""
+    if not py:
+        return "ok"
+    proc = run_python(cwd, env, ["-m", "compileall", "-q", *py])
+    if proc.returncode == 0:
+        return "ok"
+    return (proc.stdout.strip().splitlines() or ["failed"])[-1]
+
+
+def tests_here(cwd: Path, env: dict[str, str], files: list[str],
+               deselect: list[str]) -> tuple[str, list[str]]:
+    """Run the test files at this prefix: a note on the run, and the
+    failure (with the first failed test) if any."""
+    t0 = time.monotonic()
+    proc = run_python(cwd, env, [
+        "-m", "pytest", "-q", "-p", "no:cacheprovider",
+        *[f"--deselect={d}" for d in deselect], *files
+    ])
+    summary = (proc.stdout.strip().splitlines() or ["no output"])[-1]
+    print(f"    {summary}  ({time.monotonic() - t0:.0f}s)", flush=True)
+    note = f"{len(files)} file(s) here: {summary}"
+    if proc.returncode == 0:
+        return note, []
+    failed = [
+        line for line in proc.stdout.splitlines()
+        if line.startswith(("FAILED ", "ERROR "))
+    ]
+    for line in failed:
+        print(f"    {line}", flush=True)
+    return note, [summary + (f" ({failed[0]})" if failed else "")]
+
+
+def tests_at_tip(files: list[str],
+                 covered: dict[str, str]) -> tuple[str, list[str]]:
+    """The test files identical at the tip, whose outcome in make test's run
+    there stands for this prefix: a note, and the files that failed."""
+    note = (f"{len(files)} file(s) identical at the tip, run there by make "
+            "test")
+    print(
+        f"    {len(files)} test file(s) as at the tip: result of make "
+        "test's run",
+        flush=True)
+    return note, [f"{f}: {covered[f]}" for f in files if covered[f] != "ok"]
 
 
 def check_bisect(layout: Layout,

@@ -20,8 +20,10 @@ OFFLINE_ENV = {
 }
 
 # An engine in this process (so that the offload probe reaches its
-# scheduler) with one OpenMP thread: on 2 shared cores the default (one per
-# core) spins in barriers and makes every decode step ~10x slower.
+# scheduler) with one OpenMP thread unless OMP_NUM_THREADS is set: with
+# OpenMP's default, a thread per core, the threads spin in barriers while
+# other processes share the cores, and every decode step slows. To compare:
+# `make bench B=step-overhead` with and without OMP_NUM_THREADS=$(nproc).
 ENGINE_ENV = {
     **OFFLINE_ENV,
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",

@@ -20,7 +20,7 @@ import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..core.errors import progress
+from ..core.errors import UserError, progress
 from ..core.layout import Layout, cache_dir
 
 GENERATOR_VERSION = 1  # bump when the generated files change for the same spec
@@ -148,8 +148,8 @@ def train_tokenizer(vocab_size: int, out: Path) -> None:
 def generate(name: str) -> Path:
     """Return the model directory, generating it first if it is not cached."""
     if name not in SPECS:
-        raise SystemExit(
-            f"unknown model {name!r}; choose from {', '.join(SPECS)}")
+        raise UserError(f"unknown model {name!r}",
+                        f"choose from {', '.join(SPECS)}")
     dest = model_dir(name)
     if (dest / "config.json").exists():
         return dest

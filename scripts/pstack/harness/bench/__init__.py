@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 
+from ...core.errors import UserError
 from ...core.layout import Layout
 from . import (block_hashing, cross_layer, engine_throughput, offload_manager,
                serving, step_overhead, transfer)
@@ -37,7 +38,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, layout: Layout) -> int:
     for name in args.names or list(BENCHMARKS):
         if name not in BENCHMARKS:
-            raise SystemExit(f"unknown benchmark {name!r}; choose from "
-                             f"{', '.join(BENCHMARKS)}")
+            raise UserError(f"unknown benchmark {name!r}",
+                            f"make bench B=<one of {', '.join(BENCHMARKS)}>")
         BENCHMARKS[name].run(layout)
     return 0

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ...core.errors import progress
+from ...core.errors import UserError, progress
 from ...core.layout import REPO, Layout
 from ...core.pin import BasePin
 from ...core.vllm_src import VllmSrc
@@ -55,7 +55,12 @@ def run_script(
         text=True,
         capture_output=True)
     if proc.returncode != 0:
-        raise SystemExit(f"{script} failed:\n{proc.stderr[-3000:]}")
+        print(proc.stderr[-3000:], file=sys.stderr)
+        raise UserError(
+            f"{script} failed with exit status {proc.returncode} (the end of "
+            "its stderr is above)",
+            f"run it alone: cd {layout.build} && PYTHONPATH={tree} "
+            f"{sys.executable} {SCRIPTS / script} {' '.join(args)}")
     return [
         json.loads(line) for line in proc.stdout.splitlines()
         if line.startswith("{")

@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ...core.errors import progress
+from ...core.errors import UserError, progress
 from ...core.layout import Layout
 from ..testenv import ENGINE_ENV
 from ..tiny_models import generate
@@ -137,15 +137,15 @@ def _wait_until_up(proc: subprocess.Popen, url: str, log: Path) -> None:
     deadline = time.monotonic() + 600
     while True:
         if proc.poll() is not None:
-            raise SystemExit(
-                f"vllm serve exited with {proc.returncode}; see {log}")
+            raise UserError(f"vllm serve exited with {proc.returncode}",
+                            f"its output is in {log}")
         try:
             with urllib.request.urlopen(f"{url}/health", timeout=5):
                 return
         except OSError:
             if time.monotonic() > deadline:
-                raise SystemExit(
-                    f"vllm serve did not start; see {log}") from None
+                raise UserError("vllm serve did not start",
+                                f"its output is in {log}") from None
             time.sleep(1)
 
 
@@ -210,8 +210,11 @@ def run_benchmark(layout: Layout, url: str, model: str, dataset: Path,
                           stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT)
     if proc.returncode != 0:
-        raise SystemExit(
-            f"benchmark_serving.py failed:\n{proc.stdout[-3000:]}")
+        print(proc.stdout[-3000:], file=sys.stderr)
+        raise UserError(
+            f"benchmark_serving.py failed with exit status {proc.returncode} "
+            "(the end of its output is above)",
+            f"run it alone: cd {layout.src} && {' '.join(cmd)}")
     return json.loads(result.read_text())
 
 
@@ -221,6 +224,18 @@ def chart_file(layout: Layout) -> Path:
 
 def run(layout: Layout) -> None:
     ttft_rows = ttft.run(layout)
+    print_header()
+    model = str(generate("bench-llama"))
+    out = layout.build / "bench-serving"
+    out.mkdir(parents=True, exist_ok=True)
+    results = measure(layout, model, write_workloads(out), out)
+    rows = median_rows(results)
+    print_table(rows)
+    print_ratios(rows, results)
+    draw_chart(layout, ttft_rows)
+
+
+def print_header() -> None:
     print(
         "\n## vllm serve without and with the OffloadingConnector "
         "(benchmark_serving.py; CPU engine, bench-llama fp32; "
@@ -229,12 +244,35 @@ def run(layout: Layout) -> None:
         f"{NUM_GPU_BLOCKS * BLOCK_SIZE} tokens, {MAX_CONCURRENCY} clients, "
         f"{OUTPUT_TOKENS} output tokens)",
         flush=True)
-    model = str(generate("bench-llama"))
-    out = layout.build / "bench-serving"
-    out.mkdir(parents=True, exist_ok=True)
-    workloads = write_workloads(out)
+
+
+def server_env() -> dict[str, str]:
+    """The servers' environment: the engine's offline settings, the engine
+    core in a process of its own."""
     env = {**os.environ, **ENGINE_ENV}
     env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
+    return env
+
+
+def turns(servers: list[str]) -> list[tuple[str, int, list[str]]]:
+    """(workload, round, servers in the order they run it): "reuse" once,
+    then each "no reuse" round, the order reversed every other round.
+
+    >>> turns(["a", "b"])[0]
+    ('reuse', 0, ['a', 'b'])
+    >>> turns(["a", "b"])[1:3]
+    [('no reuse', 0, ['b', 'a']), ('no reuse', 1, ['a', 'b'])]
+    """
+    no_reuse = [("no reuse", r, list(servers)[::1 if r % 2 else -1])
+                for r in range(NO_REUSE_ROUNDS)]
+    return [("reuse", 0, list(servers)), *no_reuse]
+
+
+def measure(layout: Layout, model: str, workloads: dict[str, list[Path]],
+            out: Path) -> dict[tuple[str, str], list[dict]]:
+    """Both servers up side by side, each workload round run against each;
+    per (workload, server) the result of each round."""
+    env = server_env()
     configs = {"no connector": None, "offloading": OFFLOADING}
     results: dict[tuple[str, str], list[dict]] = {}
     with contextlib.ExitStack() as servers:
@@ -244,31 +282,46 @@ def run(layout: Layout) -> None:
             urls[name] = servers.enter_context(
                 served(model, env, out / f"{name.replace(' ', '-')}.log",
                        config))
-        turns = [("reuse", 0, list(configs))
-                 ] + [("no reuse", r, list(configs)[::1 if r % 2 else -1])
-                      for r in range(NO_REUSE_ROUNDS)]
-        for workload, round_number, order in turns:
+        for workload, round_number, order in turns(list(configs)):
             dataset = workloads[workload][round_number]
             for name in order:
                 progress(f"serving: {workload} round {round_number + 1}, "
                          f"{name}")
                 tag = f"{dataset.stem}-{name.replace(' ', '-')}"
-                before = _tier_counters(urls[name])
-                result = run_benchmark(layout, urls[name], model, dataset, env,
-                                       out / f"{tag}.json")
-                hits, lookups = (after - first for after, first in zip(
-                    _tier_counters(urls[name]), before))
-                result["hit_rate"] = hits / lookups if lookups else None
+                result = benchmark_with_hit_rate(layout, urls[name], model,
+                                                 dataset, env,
+                                                 out / f"{tag}.json")
                 results.setdefault((workload, name), []).append(result)
-    rows = [
-        {
+    return results
+
+
+def benchmark_with_hit_rate(layout: Layout, url: str, model: str,
+                            dataset: Path, env: dict[str, str],
+                            result: Path) -> dict:
+    """benchmark_serving.py's result, with the server's CPU-tier hit rate
+    during the run (None: no lookups)."""
+    before = _tier_counters(url)
+    data = run_benchmark(layout, url, model, dataset, env, result)
+    hits, lookups = (after - first
+                     for after, first in zip(_tier_counters(url), before))
+    data["hit_rate"] = hits / lookups if lookups else None
+    return data
+
+
+def median_rows(results: dict[tuple[str, str], list[dict]]) -> list[dict]:
+    """Per (workload, server), the round with the median throughput."""
+    rows = []
+    for (workload, name), runs in results.items():
+        by_throughput = sorted(runs, key=lambda r: r["output_throughput"])
+        rows.append({
             "workload": workload,
             "server": name,
-            # The round with the median throughput.
-            **sorted(runs, key=lambda r: r["output_throughput"])[len(runs) // 2]
-        } for (workload, name), runs in results.items()
-    ]
+            **by_throughput[len(runs) // 2]
+        })
+    return rows
 
+
+def print_table(rows: list[dict]) -> None:
     print(f"{'workload':>9} {'server':>13} {'TTFT p50 ms':>12} "
           f"{'TTFT p99 ms':>12} {'out tok/s':>10} {'CPU-tier hit rate':>18}")
     for r in rows:
@@ -277,6 +330,11 @@ def run(layout: Layout) -> None:
         print(f"{r['workload']:>9} {r['server']:>13} "
               f"{r['p50_ttft_ms']:>12.0f} {r['p99_ttft_ms']:>12.0f} "
               f"{r['output_throughput']:>10.2f} {hit_rate:>18}")
+
+
+def print_ratios(rows: list[dict], results: dict[tuple[str, str],
+                                                 list[dict]]) -> None:
+    """Throughput with the connector over without, against the targets."""
     by = {(r["workload"], r["server"]): r["output_throughput"] for r in rows}
     reuse = by["reuse", "offloading"] / by["reuse", "no connector"]
     # The ratio of the median rounds is the steady figure; the ratio within
@@ -297,6 +355,8 @@ def run(layout: Layout) -> None:
           f"0.98x: {'met' if no_reuse >= 0.98 else 'NOT met'})")
     print("no reuse: TTFT, throughput and hit rate of the median round")
 
+
+def draw_chart(layout: Layout, ttft_rows: list[dict]) -> None:
     chart = chart_file(layout)
     write_ttft_chart(
         ttft_rows, "Time to first token, CPU engine, bench-llama fp32 "

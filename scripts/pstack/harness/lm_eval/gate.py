@@ -129,8 +129,10 @@ CPU_CONFIGS = [
         "block_size": 32
     }),
 ]
-# 250 gsm8k 5-shot prompts are about 200k tokens, 4-7 GiB of KV for a 1-8B
-# model: 8 GiB holds them, 2 GiB evicts.
+# offload-b16's CPU tier is to hold the KV of every prompt of the task,
+# offload-b64-evicting's to be too small for it. A prompt's KV is its tokens
+# times 2 x layers x KV heads x head size x the KV dtype's bytes (from the
+# model's config.json); lm-eval's --log_samples output has the prompts.
 GPU_CONFIG_NAMES = [("baseline", None),
                     ("offload-b16", {
                         "cpu_bytes_to_use": 8 << 30,

@@ -11,10 +11,11 @@ cached and CPU-loaded tokens, the metrics and the connector's counters), or
 {"error": ...}; the engine's output goes to `log`; lines starting with
 "gate: " on stdout are progress for the parent.
 
-With `fork`, the heavy imports (lm-eval, vLLM, torch: half a minute of
-CPU) happen once and every configuration runs in a forked child, so that no
-engine or connector state is shared; otherwise the one spec runs in this
-process.
+With `fork`, the heavy imports (lm-eval, vLLM, torch; `python -X importtime
+-c "import lm_eval.models.vllm_causallms, vllm.v1.engine.core"` shows what
+they cost) happen once and every configuration runs in a forked child, so
+that no engine or connector state is shared; otherwise the one spec runs in
+this process.
 """
 
 from __future__ import annotations
@@ -294,7 +295,11 @@ def main() -> int:
     job = WorkerJob.from_json(sys.stdin.read())
     if not job.fork:
         if len(job.specs) != 1:
-            raise SystemExit("without fork the worker runs exactly one spec")
+            # The parent (gate.py) keeps this in the worker's log, with the
+            # exit status.
+            print("without fork the worker runs exactly one spec",
+                  file=sys.stderr)
+            return 1
         return run_logged(job.specs[0])
     preload(job.specs)
     for spec in job.specs:
