@@ -160,7 +160,7 @@ def new_release(stack: Layout, monkeypatch, version: str,
                 edits: dict[str, str]) -> BasePin:
     """A fake newer release in the download cache, found by the (stubbed)
     index."""
-    import pstack.queue.rebase
+    import pstack.queue.rebase_in_place
     core = FAKE_FILES["vllm/core.py"]
     for old, new in edits.items():
         core = core.replace(old, new)
@@ -175,7 +175,7 @@ def new_release(stack: Layout, monkeypatch, version: str,
                       tarball.read_bytes()).hexdigest(),
                   wheel=f"vllm-{version}-py3-none-any.whl",
                   wheel_sha256="1" * 64)
-    monkeypatch.setattr(pstack.queue.rebase, "find_release",
+    monkeypatch.setattr(pstack.queue.rebase_in_place, "find_release",
                         lambda v, like: pin)
     return pin
 

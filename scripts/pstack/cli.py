@@ -34,7 +34,7 @@ COMMANDS = (
     Command("check-series", "queue.check_series",
             "apply + export is a no-op, patches are upstream-shaped"),
     Command(
-        "rebase", "queue.carry",
+        "rebase", "queue.rebase",
         "carry the line onto another vLLM release as a line of its own "
         "(--abort: undo)"),
     Command("rebase-report", "queue.rebase_report",

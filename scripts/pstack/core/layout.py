@@ -125,6 +125,16 @@ class Layout:
     def docs(self) -> Path:
         return self.root / "docs"
 
+    def reports(self, version: str) -> Path:
+        """The folder of the reports generated about vLLM `version`: the
+        rebase report, its range-diff and conflicts, the carry's range-diff.
+
+        >>> stack = Layout(Path("/c/patches"), Path("/c/vllm-src"), Path("/x"))
+        >>> stack.reports("0.10.2").as_posix()
+        '/c/docs/reports/0.10.2'
+        """
+        return reports_in(self.docs, version)
+
     @property
     def build(self) -> Path:
         """Scratch trees and records, ignored by git."""
@@ -167,6 +177,15 @@ class Layout:
     @property
     def venv_python(self) -> Path:
         return self.venv / "bin" / "python"
+
+
+def reports_in(docs: Path, version: str) -> Path:
+    """docs/reports/<version>/: one folder per release, under `docs`.
+
+    >>> reports_in(Path("docs"), "0.10.0").as_posix()
+    'docs/reports/0.10.0'
+    """
+    return docs / "reports" / version
 
 
 def _base_version(patches: Path) -> str | None:

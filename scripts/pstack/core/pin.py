@@ -19,6 +19,11 @@ class Release:
 
     @property
     def tag(self) -> str:
+        """Its git tag in vllm-src.
+
+        >>> Release("0.10.2", "vllm-0.10.2.tar.gz", "").tag
+        'v0.10.2'
+        """
         return f"v{self.version}"
 
 

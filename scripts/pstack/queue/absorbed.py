@@ -33,7 +33,7 @@ from pathlib import Path
 from ..core.errors import UserError
 from ..core.gitrepo import GitRepo
 
-RECORD = "upstream.toml"
+UPSTREAM_TOML = "upstream.toml"
 
 
 @dataclass(frozen=True)
@@ -72,9 +72,9 @@ class Finding:
                 f"{missing}")
 
 
-def read_record(patches: Path) -> list[UpstreamEntry]:
+def read_upstream_entries(patches: Path) -> list[UpstreamEntry]:
     """The entries of patches/upstream.toml (none if there is no file)."""
-    path = patches / RECORD
+    path = patches / UPSTREAM_TOML
     if not path.exists():
         return []
     try:

@@ -1,450 +1,188 @@
-"""Move a line of the stack onto a newer vLLM release, in place.
+"""`make rebase TO=<version>`: carry a line of the stack onto a newer vLLM
+release, as a line of its own.
 
-`make rebase TO=<version>` runs this on a copy of the line it carries
-(carry.py), so that the line itself stays as it is; the steps:
+The line carried (the default one, or the one LINE=<version> names) stays as
+it is. The new line is written next to it (see Layout.line):
+patches-<version>/ with its pin, series and patches, and
+vllm-src-<version>/ with them applied. The work happens on a copy of the
+carried line's patches in build/carry-<version>/, rebased in place in
+vllm-src-<version>/ by rebase_in_place.py: a conflict stops there, and `make
+rebase TO=<version>` continues once a person has resolved it. The
+range-diff of the line carried and the new one goes to
+docs/reports/<version>/carry.range-diff.
 
-1. Look the release up on the configured package index (pip's own finder,
-   as `make fetch` does), download its sdist and check the sha256 the
-   index publishes.
-2. Import it in vllm-src as the next commit on branch `upstream`, a child
-   of the current base, tagged `v<version>` (fixed identity and date: the
-   same commit id on every machine; the pin's `previous` list lets `make
-   apply` rebuild the same chain).
-3. `git rebase --onto v<new> v<old> series`. Patches that the release
-   absorbed in its own form (patches/upstream.toml, checked against the
-   release's tree: see absorbed.py) are left out, with the evidence;
-   patches whose changes are already upstream line for line become empty
-   and are dropped. Both are named. Patches with a recorded version for
-   the release (a resolution made once, see carry.py) are replaced by it
-   (`exec git am <file>` in the todo list). The first conflict stops the
-   rebase: the patch, its conflicting files and the
-   commands to continue or abort are printed, and re-running `make rebase
-   TO=<version>` after resolving continues where it stopped.
-4. Once the whole series is on the new base: the line's base.toml pins the
-   new release, its patches are re-exported and re-applied (the exported
-   files apply as they are), and the `git range-diff` of the old and new
-   series is written to <docs>/rebase-<version>.range-diff for the
-   reviewer (docs/lines/ for a carry).
-
-Nothing is lost on the way: the rebase refuses to start while vllm-src has
-uncommitted work or unexported commits, keeps the old series on a backup
-branch, and `make rebase-abort` puts series, upstream and the pin back.
+Resolutions are made once. The new line's carried.toml (carried.py) records,
+for each of its patches, the patch of the carried line it comes from and
+that file's sha256. Carrying again (from a fresh clone, say) replaces every
+patch whose source is unchanged by its recorded version, so that the new
+line comes out byte for byte as committed and no one is asked anything. A
+recorded patch whose source changed since is refused before anything is
+touched: carried mechanically, it would silently lose what was resolved by
+hand.
 """
 
 from __future__ import annotations
 
-import json
-import re
-import shlex
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+import argparse
+import shutil
 
-from ..core.download import fetch, find_release
 from ..core.errors import UserError, progress
-from ..core.gitrepo import STACK_COMMITTER
 from ..core.layout import Layout
 from ..core.pin import BasePin
-from ..core.series import read_series
-from ..core.vllm_src import SERIES, UPSTREAM, VllmSrc
-from .absorbed import find, read_record
+from ..core.series import read_patches, read_series
+from ..core.vllm_src import VllmSrc
 from .apply import apply
-from .export import export
+from .carried import (CARRIED_TOML, carried_from, recorded_versions,
+                      write_carried)
 from .guard import ensure_safe_to_reset
-from .importer import import_release, init_repo
-from .todo import TodoPlan
-
-# The rebased commits get the committer `make apply` uses, with the
-# author's date: the same commit ids as a fresh apply of the exported
-# patches.
-COMMIT_ENV = {**STACK_COMMITTER.committer(), "GIT_EDITOR": "true"}
-
-# What an unmerged path's status code means, for people.
-CONFLICT_KINDS = {
-    "DU": "deleted upstream, changed by the patch",
-    "UD": "deleted by the patch, changed upstream",
-    "AA": "added on both sides",
-    "DD": "deleted on both sides",
-    "AU": "added upstream",
-    "UA": "added by the patch"
-}
-
-# ---------------------------------------------------------------- state
+from .rebase_in_place import (RebaseState, Result, abort, no_version_given,
+                              rebase, refuse_same_version)
 
 
-@dataclass(frozen=True)
-class OldPatch:
-    """A patch of the series as it was before the rebase."""
-
-    number: int  # from 1
-    commit: str
-    name: str  # its file in patches/
-    subject: str
-
-
-@dataclass
-class RebaseState:
-    """What a rebase under way needs to finish or to be undone (kept in
-    vllm-src's .git)."""
-
-    old_pin: BasePin
-    new_pin: BasePin
-    old_tip: str
-    old_upstream: str
-    patches: list[OldPatch]  # the old series, in order
-    # Commits git dropped because they became empty: already upstream.
-    upstreamed: list[str] = field(default_factory=list)
-    # Commit -> what the new release has of it (patches/upstream.toml):
-    # absorbed ones are left out of the rebase, partly absorbed ones not.
-    absorbed: dict[str, str] = field(default_factory=dict)
-    partly_absorbed: dict[str, str] = field(default_factory=dict)
-    # Commit -> the recorded version of its patch for the new release
-    # (carry.py), applied instead of the commit.
-    replayed: dict[str, str] = field(default_factory=dict)
-
-    def save(self, src: VllmSrc) -> None:
-        src.rebase_state_file.write_text(
-            json.dumps(asdict(self), indent=1) + "\n")
-
-    @classmethod
-    def load(cls, src: VllmSrc) -> RebaseState | None:
-        if not src.rebase_state_file.exists():
-            return None
-        data = json.loads(src.rebase_state_file.read_text())
-        return cls(old_pin=BasePin.from_dict(data["old_pin"]),
-                   new_pin=BasePin.from_dict(data["new_pin"]),
-                   old_tip=data["old_tip"],
-                   old_upstream=data["old_upstream"],
-                   patches=[OldPatch(**p) for p in data["patches"]],
-                   upstreamed=data["upstreamed"],
-                   absorbed=data.get("absorbed", {}),
-                   partly_absorbed=data.get("partly_absorbed", {}),
-                   replayed=data.get("replayed", {}))
-
-    @staticmethod
-    def clear(src: VllmSrc) -> None:
-        src.rebase_state_file.unlink(missing_ok=True)
-
-    def patch(self, commit: str) -> OldPatch | None:
-        return next((p for p in self.patches if p.commit == commit), None)
-
-    def label(self, commit: str) -> str:
-        p = self.patch(commit)
-        if p is None:
-            return f"commit {commit[:12]}"
-        return f"patch {p.number}/{len(self.patches)} {p.name}"
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("version",
+                        nargs="?",
+                        help="the vLLM release to carry the line onto")
+    parser.add_argument("--abort",
+                        action="store_true",
+                        help="undo a carry under way")
 
 
-@dataclass
-class Stop:
-    """The rebase stopped at a patch: its old commit and the unmerged
-    files."""
-
-    commit: str
-    files: dict[str, str]  # path -> git status code (UU, DU, UD, AA, ...)
-    message: str = ""
-
-
-@dataclass
-class Result:
-    version: str
-    kept: list[str] = field(default_factory=list)  # subjects, new order
-    dropped: list[str] = field(default_factory=list)  # already upstream
-    # Subject -> evidence, of the patches left out as absorbed upstream.
-    absorbed: dict[str, str] = field(default_factory=dict)
-    skipped: list[str] = field(default_factory=list)  # `rebase --skip`ped
-    range_diff: Path | None = None
-
-
-# ---------------------------------------------------------------- git rebase
-
-
-def _stopped_commit(src: VllmSrc) -> str | None:
-    stopped = src.git_dir / "rebase-merge" / "stopped-sha"
-    ref = stopped.read_text().strip() if stopped.exists() else "REBASE_HEAD"
-    return src.rev(ref)
-
-
-def run_rebase(src: VllmSrc,
-               state: RebaseState,
-               args: list[str],
-               config: tuple[str, ...] = (),
-               env: dict[str, str] | None = None) -> Stop | None:
-    """Run one `git rebase` command; None when the rebase is complete."""
-    cfg = [a for c in config for a in ("-c", c)]
-    proc = src.run(*cfg, "rebase", *args, env={**COMMIT_ENV, **(env or {})})
-    dropped = re.finditer(
-        r"^dropping ([0-9a-f]{40}) .* -- patch contents already upstream",
-        proc.stdout + proc.stderr, re.M)
-    for m in dropped:
-        commit = m.group(1)
-        if state.patch(commit) and commit not in state.upstreamed:
-            progress(f"{state.label(commit)}: already upstream, dropped")
-            state.upstreamed.append(commit)
-            state.save(src)
-    failed_exec = re.search(r"^warning: execution failed: (.*)$",
-                            proc.stdout + proc.stderr, re.M)
-    if failed_exec:
-        # Only replays are executed: a recorded version that did not apply.
-        recorded = Path(shlex.split(failed_exec.group(1))[-1])
-        raise UserError(
-            f"the recorded version {recorded.parent.name}/{recorded.name} "
-            f"does not apply on {state.new_pin.tag}",
-            "`make rebase-abort`, then delete its entry from the line's "
-            "carried.toml: `make rebase` then carries the patch again from "
-            "the line it comes from")
-    if src.operation_in_progress() != "git rebase":
-        if proc.returncode != 0:
-            output = (proc.stderr or proc.stdout).strip()
-            raise UserError(f"git rebase failed: {output[-500:]}")
-        return None
-    commit = _stopped_commit(src)
-    if state.patch(commit) is None:
-        raise UserError(
-            f"git rebase stopped outside the series ({commit}): "
-            f"{proc.stderr.strip()[-300:]}", f"look at `git -C {src.path} "
-            "status`")
-    last = [line for line in proc.stderr.splitlines() if line.strip()]
-    return Stop(commit, src.unmerged(), last[-1] if last else "")
-
-
-def _stop_error(state: RebaseState, src: VllmSrc, stop: Stop) -> UserError:
-    to = state.new_pin.version
-    if stop.files:
-        what = "conflicting files: " + ", ".join(
-            f +
-            ("" if code == "UU" else f" ({CONFLICT_KINDS.get(code, code)})")
-            for f, code in stop.files.items())
+def run(args: argparse.Namespace, layout: Layout) -> int:
+    if args.abort:
+        abort_carry(layout, args.version)
     else:
-        what = stop.message or "see `git status`"
-    return UserError(
-        f"rebase onto v{to} stopped at {state.label(stop.commit)} "
-        f"({state.patch(stop.commit).subject}); {what}",
-        f"resolve in {src.path} and `git -C {src.path} add` the files, then "
-        f"`make rebase TO={to}` continues (it runs `git rebase --continue` "
-        f"and finishes the job); `git -C {src.path} rebase --skip` drops "
-        "this patch; `make rebase-abort` restores the series, upstream and "
-        "the pin")
+        carry(layout, args.version)
+    return 0
 
 
-# ---------------------------------------------------------------- steps
+# ---------------------------------------------------------------- carrying
 
 
-def start(layout: Layout,
-          version: str,
-          replay: dict[str, Path] | None = None) -> RebaseState:
-    """Check vllm-src, fetch and import the release, record the state.
-    `replay` maps patch names to recorded versions that replace them."""
-    pin = BasePin.load(layout.base_file)
-    if version == pin.version:
-        raise UserError(f"the series is already based on vLLM {version}",
-                        "nothing to rebase; pick a newer release")
-    src = VllmSrc(layout.src)
-    if not src.exists() or src.rev(SERIES) is None:
-        init_repo(src)
-        apply(layout)
-    else:
-        # No unfinished git command, no uncommitted or unexported work.
-        ensure_safe_to_reset(layout, pin)
-    names = read_series(layout)
-    new = find_release(version, pin)
-    tarball = fetch(new.sdist, new.sdist_sha256, layout.cache)
-    new = BasePin(**{**asdict(new), "previous": (*pin.previous, pin.release)})
-    src.git("checkout", "-q", SERIES)
-    commits = src.series_commits(pin)
-    if len(commits) != len(names):
+def _work(layout: Layout, version: str) -> Layout:
+    """The copy of the carried line that is rebased, in the new line's
+    vllm-src."""
+    assert layout.root is not None
+    scratch = layout.build / f"carry-{version}"
+    return Layout(patches=scratch / "patches",
+                  src=layout.line(version).src,
+                  cache=layout.cache,
+                  root=scratch)
+
+
+def _prepare(layout: Layout, line: Layout, work: Layout) -> None:
+    """The carried line, applied in the new line's vllm-src."""
+    src = VllmSrc(line.src)
+    if src.exists() and line.base_file.exists():
+        # Nothing of the line's own is lost: vllm-src-<version> holds
+        # nothing that patches-<version> does not.
+        ensure_safe_to_reset(line, BasePin.load(line.base_file))
+    elif src.exists():
+        src.refuse_operation_in_progress()
+        if src.uncommitted_changes():
+            raise UserError(f"{src.path} has uncommitted changes",
+                            "commit or stash them, or move it away")
+    if work.root.exists():
+        shutil.rmtree(work.root)
+    shutil.copytree(layout.patches, work.patches)
+    progress(f"carrying {layout.patches.name}/ in {work.root}, rebased in "
+             f"{line.src}")
+    # Checked above against the line itself: what vllm-src-<version> has
+    # beyond the copy is the line's, already in patches-<version>.
+    apply(work, force=True)
+
+
+def _carry_version(layout: Layout, version: str | None,
+                   if_none_under_way: UserError) -> str:
+    """`version` if given, else the version of the only carry under way
+    (build/carry-<version>/ exists while it is); `if_none_under_way` is
+    raised when there is none."""
+    if version is not None:
+        return version
+    under_way = [
+        path.name.removeprefix("carry-")
+        for path in sorted(layout.build.glob("carry-*"))
+    ]
+    if not under_way:
+        raise if_none_under_way
+    if len(under_way) > 1:
+        raise UserError(f"carries onto {', '.join(under_way)} are under way",
+                        "name one: TO=<version>")
+    return under_way[0]
+
+
+def carry(layout: Layout, version: str | None) -> Result:
+    """Carry `layout`'s line onto `version` (None: continue the carry under
+    way): start, or continue after a stop, and write the new line."""
+    version = _carry_version(layout, version, no_version_given())
+    refuse_same_version(layout, version)
+    line = layout.line(version)
+    work = _work(layout, version)
+    src = VllmSrc(line.src)
+    under_way = src.exists() and RebaseState.load(src) is not None
+    replay = None
+    if not under_way:
+        replay = recorded_versions(layout, line)
+        _prepare(layout, line, work)
+    elif not work.patches.exists():
         raise UserError(
-            f"branch {SERIES} has {len(commits)} commits on {pin.tag} but "
-            f"patches/series lists {len(names)}", "run `make apply` first")
-    old_tip = src.rev(SERIES)
-    backup = f"backup/{SERIES}-{pin.tag}"
-    src.git("branch", "-f", backup, old_tip)
-    progress(f"old series kept on branch {backup}")
-    subjects = src.subjects(src.series_range(pin))
-    state = RebaseState(
-        old_pin=pin,
-        new_pin=new,
-        old_tip=old_tip,
-        old_upstream=src.rev(UPSTREAM) or src.rev(pin.tag),
-        patches=[
-            OldPatch(n, *fields)
-            for n, fields in enumerate(zip(commits, names, subjects), 1)
-        ])
-    import_release(src, tarball, version, parent=src.rev(pin.tag))
-    _find_absorbed(layout, src, state)
-    for patch in state.patches:
-        recorded = (replay or {}).get(patch.name)
-        if recorded is not None and patch.commit not in state.absorbed:
-            state.replayed[patch.commit] = str(recorded.resolve())
-    state.save(src)
-    return state
-
-
-def _find_absorbed(layout: Layout, src: VllmSrc, state: RebaseState) -> None:
-    """Check patches/upstream.toml against the new release's own tree."""
-    findings = find(src, state.new_pin.tag, read_record(layout.patches))
-    for patch in state.patches:
-        finding = findings.get(patch.name)
-        if finding is None:
-            continue
-        progress(f"{state.label(patch.commit)}: {finding.describe()}")
-        if finding.absorbed:
-            state.absorbed[patch.commit] = finding.describe()
-        else:
-            state.partly_absorbed[patch.commit] = finding.describe()
-
-
-def step(layout: Layout, state: RebaseState,
-         config: tuple[str, ...] = ()) -> Stop | None:
-    """Start the rebase, or continue it after a stop; None when it is
-    complete."""
-    src = VllmSrc(layout.src)
-    op = src.operation_in_progress()
-    if op == "git rebase":
-        stop = Stop(_stopped_commit(src) or "", src.unmerged())
-        if stop.files:
-            return stop
-        progress("continuing the rebase (git rebase --continue)")
-        return run_rebase(src, state, ["--continue"], config)
-    if op:
-        raise UserError(
-            f"a {op} is in progress in {src.path}, not the "
-            "rebase", "finish or abort it first")
-    if src.is_ancestor(state.new_pin.tag, SERIES):
-        # Already rebased (e.g. finished with `git rebase --continue`).
-        return None
-    if src.rev(SERIES) != state.old_tip:
-        raise UserError(f"branch {SERIES} moved since the rebase started",
-                        "`make rebase-abort` and start again")
-    old, new = state.old_pin.tag, state.new_pin.tag
-    args = ["--committer-date-is-author-date", "--onto", new, old, SERIES]
-    env = None
-    if state.absorbed or state.replayed:
-        # Interactive only to edit the todo list: absorbed patches are
-        # dropped, recorded versions replace their patches.
-        # (--empty=drop: patches already upstream are dropped, as without
-        # --interactive, where that is the default.)
-        args = ["--interactive", "--empty=drop", *args]
-        env = TodoPlan(drop=list(state.absorbed),
-                       replay=state.replayed).environment()
-        if state.absorbed:
-            progress(f"leaving out {len(state.absorbed)} absorbed patch(es)")
-        if state.replayed:
-            progress(f"replaying the recorded version of "
-                     f"{len(state.replayed)} patch(es)")
-    progress(f"rebasing {len(state.patches)} patches: git rebase --onto "
-             f"{new} {old} {SERIES}")
-    return run_rebase(src, state, args, config, env)
-
-
-def finish(layout: Layout, state: RebaseState, docs: Path) -> Result:
-    """The series is on the new base: pin it, re-export, re-apply, write
-    the range-diff."""
-    src = VllmSrc(layout.src)
-    new, old = state.new_pin, state.old_pin
-    kept = src.subjects(f"{new.tag}..{SERIES}")
-    upstreamed = {state.patch(c).subject for c in state.upstreamed}
-    absorbed = {
-        state.patch(c).subject: evidence
-        for c, evidence in state.absorbed.items()
-    }
-    gone = [p.subject for p in state.patches if p.subject not in kept]
-    result = Result(version=new.version,
-                    kept=kept,
-                    dropped=[s for s in gone if s in upstreamed],
-                    absorbed={s: absorbed[s]
-                              for s in gone if s in absorbed})
-    # The other subjects that are gone were skipped, or renamed by the
-    # person who resolved them: the count of kept patches tells which.
-    unexplained = [s for s in gone if s not in upstreamed | absorbed.keys()]
-    num_skipped = (len(state.patches) - len(kept) - len(result.dropped) -
-                   len(result.absorbed))
-    if num_skipped:
-        result.skipped = unexplained
-    new.dump(layout.base_file)
-    export(layout)
-    apply(layout)
-    diff = src.git("range-diff", "--no-color", f"{old.tag}..{state.old_tip}",
-                   f"{new.tag}..{SERIES}")
-    docs.mkdir(parents=True, exist_ok=True)
-    result.range_diff = docs / f"rebase-{new.version}.range-diff"
-    result.range_diff.write_text(
-        f"# git range-diff {old.tag}..series {new.tag}..series: the series "
-        "before and after\n"
-        f"# the rebase onto vLLM {new.version}. '=' same patch, '!' changed "
-        "(the diff of\n"
-        "# the diffs follows), '<' dropped (absorbed or already upstream),\n"
-        "# '>' new.\n\n" + diff)
-    RebaseState.clear(src)
+            f"a carry onto vLLM {version} is under way in {line.src} but its "
+            f"copy {work.root} is gone", "`make rebase-abort` and start again")
+    # docs/reports/<version>/rebase.* belong to `make rebase-report`.
+    result = rebase(work,
+                    version,
+                    replay,
+                    range_diff=layout.reports(version) / "carry.range-diff")
+    _install(layout, line, work, result)
+    print(f"line {line.patches.name}/: {len(result.kept)} patches on vLLM "
+          f"{version}, {len(replay or ())} replayed from its record; "
+          f"{line.src.name}/ has them applied")
+    print(f"review: {result.range_diff}")
+    print(f"next: `make check-series LINE={version}`, then commit "
+          f"{line.patches.name}/ and docs/")
     return result
 
 
-def abort(layout: Layout) -> None:
-    src = VllmSrc(layout.src)
-    state = RebaseState.load(src) if src.exists() else None
-    if state is None:
-        raise UserError("no `make rebase` is under way",
-                        f"see `git -C {src.path} status`")
-    if (src.git_dir / "rebase-apply").exists():
-        # A recorded version failed to apply: its `git am` waits too.
-        src.git("am", "--abort", check=False)
-    if src.operation_in_progress() == "git rebase":
-        src.git("rebase", "--abort")
-    dirty = src.uncommitted_changes()
-    if dirty:
+def _install(layout: Layout, line: Layout, work: Layout,
+             result: Result) -> None:
+    """Write the rebased copy as the new line, with its record."""
+    line.patches.mkdir(parents=True, exist_ok=True)
+    for old in line.patches.glob("*.patch"):
+        old.unlink()
+    for path in work.patches.iterdir():
+        shutil.copyfile(path, line.patches / path.name)
+    # The rebase keeps the order: the patches it kept are, in order, the
+    # new line's, even those whose subject a resolution changed.
+    gone = {*result.dropped, *result.absorbed, *result.skipped}
+    sources = [
+        name for name, patch in read_patches(layout)
+        if patch.subject not in gone
+    ]
+    patches = read_series(line)
+    if len(sources) != len(patches):
         raise UserError(
-            f"{src.path} has uncommitted changes ({', '.join(dirty[:5])}); "
-            "refusing to reset the series", "commit or stash them, then retry")
-    tip = src.rev(SERIES)
-    if tip != state.old_tip and src.is_ancestor(state.new_pin.tag, SERIES):
-        # Rebased but not finished: back to the old series (the rebased one
-        # is kept).
-        src.git("branch", "-f", f"backup/{SERIES}-{state.new_pin.tag}-aborted",
-                tip)
-        src.git("checkout", "-q", "--detach")
-        src.git("branch", "-f", SERIES, state.old_tip)
-    src.git("checkout", "-q", SERIES)
-    src.git("update-ref", f"refs/heads/{UPSTREAM}", state.old_upstream)
-    src.git("tag", "-d", state.new_pin.tag, check=False)
-    if BasePin.load(layout.base_file) != state.old_pin:
-        state.old_pin.dump(layout.base_file)
-        print("note: patches/base.toml restored; if patches/ was re-exported "
-              "already, `git checkout -- patches/` restores it too")
-    RebaseState.clear(src)
-    progress(f"rebase onto {state.new_pin.tag} aborted: series, upstream and "
-             f"the pin are back on {state.old_pin.tag}")
+            f"{line.patches.name}/ is written, but its {CARRIED_TOML} is "
+            "not: patches were both skipped and renamed during the rebase, "
+            "so which patch comes from which is not known",
+            f"write {line.patches.name}/{CARRIED_TOML} by hand (see "
+            "docs/workflow.md)")
+    write_carried(line, layout, [
+        carried_from(layout, source, into=patch)
+        for patch, source in zip(patches, sources)
+    ])
+    shutil.rmtree(work.root)
 
 
-def rebase(layout: Layout,
-           version: str | None,
-           replay: dict[str, Path] | None = None,
-           docs: Path | None = None) -> Result:
-    """Move the line of `layout` onto `version` in place: start, or continue
-    after a stop, and finish. carry.py runs it on a copy of a line; `replay`
-    and `docs` as for start() and finish()."""
-    src = VllmSrc(layout.src)
-    state = RebaseState.load(src) if src.exists() else None
-    if state is None:
-        if not version:
-            raise UserError("no rebase under way and no version given",
-                            "make rebase TO=<version>, e.g. TO=0.10.0")
-        state = start(layout, version, replay)
-    elif version and version != state.new_pin.version:
-        raise UserError(
-            f"a rebase onto {state.new_pin.tag} is under way",
-            f"finish it (`make rebase TO={state.new_pin.version}`) or "
-            "`make rebase-abort`")
-    stop = step(layout, state)
-    if stop is not None:
-        raise _stop_error(state, src, stop)
-    result = finish(layout, state, docs or layout.docs)
-    for subject, evidence in result.absorbed.items():
-        print(f"dropped ({evidence}): {subject}")
-    for subject in result.dropped:
-        print(f"dropped (already upstream): {subject}")
-    for subject in result.skipped:
-        print(f"dropped (skipped during the rebase): {subject}")
-    num_dropped = (len(result.dropped) + len(result.absorbed) +
-                   len(result.skipped))
-    print(f"rebase: {len(result.kept)} patches on vLLM {result.version}, "
-          f"{num_dropped} dropped")
-    return result
+def abort_carry(layout: Layout, version: str | None) -> None:
+    """`make rebase-abort`: stop the carry under way (TO=<version>, or the
+    only one)."""
+    version = _carry_version(
+        layout, version,
+        UserError("no `make rebase` is under way",
+                  "make rebase TO=<version>, e.g. TO=0.10.2"))
+    work = _work(layout, version)
+    abort(work)
+    shutil.rmtree(work.root, ignore_errors=True)
+    print(f"{work.src.name}/ holds the line carried, "
+          f"{layout.patches.name}/; `make apply LINE={version}` puts the "
+          f"line on {version} back there, if there is one")
