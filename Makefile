@@ -1,10 +1,11 @@
-# vLLM KV-offloading patch stack. `make` builds the patched wheels; `make test`
-# runs every test; `make help` lists the targets.
+# vLLM KV-offloading patch stack. `make help` lists the targets with what each
+# does and the variables it takes: their one description is the command table
+# in scripts/pstack/cli.py (tests/test_cli.py keeps it the only one).
 #
-# Every target runs the tool the same way, `$(PSTACK) <command>`: see
-# `$(PSTACK) --help` and scripts/pstack/cli.py. The patch queue needs only
-# the standard library and runs with $(PYTHON), before .venv exists; the
-# build and the harness run in .venv (RUNTIME_PY below).
+# Every target runs the tool the same way, `$(PSTACK) <command>`. The patch
+# queue (and `make help`) needs only the standard library and runs with
+# $(PYTHON), before .venv exists; the build and the harness run in .venv
+# (VPY below).
 
 PYTHON ?= python3
 VPY     = $(VENV)/bin/python
@@ -28,63 +29,63 @@ lm-eval: private PY = $(if $(filter gpu,$(PROFILE)),$(PYTHON),$(VPY))
 
 all: wheel
 
-help:               ## this list
-	@sed -n 's/^\([a-z-]*\):[^#]*## \(.*\)/  make \1\t\2/p' Makefile | expand -t 24
+help:
+	@$(PSTACK) help --make
 
-fetch:              ## download + verify the pinned sdist and wheel
+fetch:
 	$(PSTACK) fetch all
 
-apply:              ## (re)create vllm-src = base + patches/series (FORCE=1)
+apply:
 	$(PSTACK) apply $(if $(FORCE),--force)
 
-export:             ## vllm-src commits -> patches/*.patch + patches/series
+export:
 	$(PSTACK) export
 
-check-series:       ## apply + export is a no-op, patches are upstream-shaped
+check-series:
 	$(PSTACK) check-series
 
-rebase:             ## carry the line onto vLLM $(TO) as patches-$(TO)/; re-run to continue after a conflict
+rebase:
 	$(PSTACK) rebase $(TO)
 
-rebase-abort:       ## undo a carry under way (TO= if several)
+rebase-abort:
 	$(PSTACK) rebase --abort $(TO)
 
-rebase-report:      ## rebase a copy in build/ (not vllm-src): docs/rebase-$(TO).md
+rebase-report:
 	$(PSTACK) rebase-report $(TO)
 
-pr:                 ## out/pr/<nn>-<slug>/: branch, title, body, patch (N=<number|name>)
+pr:
 	$(PSTACK) pr $(N)
 
-check-bisect: setup ## every prefix of the series compiles, lints and passes its tests (ARGS=)
+check-bisect: setup
 	$(PSTACK) check-bisect $(ARGS)
 
-sync:               ## apply, unless vllm-src holds work of its own (run by setup)
+sync:
 	@$(PSTACK) sync
 
-setup: sync         ## .venv with the CPU runtime, vllm-src installed editable
+setup: sync
 	$(PSTACK) setup
 
-models: setup       ## tiny local test models into the cache
+models: setup
 	$(PSTACK) models
 
-wheel: setup        ## dist/ (dist/<version>/ for LINE=): CUDA wheel (official + overlay) and CPU wheel, both verified
+wheel: setup
 	$(PSTACK) wheel
 
-test: setup         ## everything CI runs, on every line (LINE= for one line's part; ARGS= for pytest: project tests only)
+test: setup
 	@$(PSTACK) fetch all >/dev/null   # tests never download
 	$(PSTACK) test -- $(ARGS)
 
-stress: setup       ## differential stress test, engine without vs with the connector (N=, SEED=, K=)
+stress: setup
 	$(PSTACK) stress $(if $(N),--requests $(N)) $(if $(SEED),--seed $(SEED)) $(if $(K),-k '$(K)')
 
-bench: setup        ## print the benchmark tables (B=<name> for one)
+bench: setup
 	$(PSTACK) bench $(B)
 
-demo: setup         ## offloading on a local model: cold run, then the CPU tier serves the prompts
+demo: setup
 	$(PSTACK) demo $(ARGS)
 
-lm-eval: $(if $(filter gpu,$(PROFILE)),,setup)  ## correctness gate: same answers with offloading (PROFILE=gpu MODEL=...)
+lm-eval: $(if $(filter gpu,$(PROFILE)),,setup)
 	$(PSTACK) lm-eval $(if $(PROFILE),--profile $(PROFILE)) $(foreach m,$(MODEL),--model $(m)) $(ARGS)
 
-clean:              ## remove build outputs (keeps vllm-src and the caches)
+clean:
 	rm -rf dist build .pytest_cache

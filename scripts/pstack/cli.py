@@ -2,6 +2,10 @@
 commands, each a module with `configure(parser)` (its arguments) and
 `run(args, layout)` (its exit status). The Makefile's targets call it.
 
+This table is the only description of the commands and of the Make targets:
+`make help` prints it (`pstack help --make`), the Makefile carries none, and
+tests/test_cli.py fails when a description is written down anywhere else.
+
 Only the chosen command's module is imported: the patch queue runs with the
 system Python and its standard library, before .venv exists.
 """
@@ -15,56 +19,115 @@ from dataclasses import dataclass
 from .core.errors import UserError
 from .core.layout import Layout
 
+# Its Make target's variables: "" for a target without any, None for a
+# command that has no target (`python -m pstack <command>` only).
+NO_TARGET = None
+
 
 @dataclass(frozen=True)
 class Command:
     name: str
     module: str  # under pstack
     summary: str
+    make_vars: str | None = ""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A Make target that is not a command of its own, listed by `make
+    help` after the target `after` ("": first)."""
+    name: str
+    summary: str
+    make_vars: str = ""
+    after: str = ""
 
 
 COMMANDS = (
     # The patch queue.
-    Command("apply", "queue.apply",
-            "(re)create vllm-src = base + patches/series"),
-    Command("export", "queue.export",
-            "vllm-src's series -> patches/ (and README's series table)"),
+    Command(
+        "apply", "queue.apply",
+        "(re)create vllm-src = base + patches/series (FORCE=1: discard "
+        "unexported commits, kept on a backup/ branch)", "FORCE=1"),
+    Command(
+        "export", "queue.export",
+        "vllm-src's branch series -> the patch files, series and "
+        "README.md's table in patches/"),
     Command("sync", "queue.sync",
-            "apply, unless vllm-src holds work of its own"),
-    Command("check-series", "queue.check_series",
-            "apply + export is a no-op, patches are upstream-shaped"),
+            "apply, unless vllm-src holds work of its own (setup runs it)"),
+    Command(
+        "check-series", "queue.check_series",
+        "apply + export changes nothing; each patch has a tagged subject, "
+        "a body, its author's Signed-off-by:, Upstream-Status:"),
     Command(
         "rebase", "queue.rebase",
-        "carry the line onto another vLLM release as a line of its own "
-        "(--abort: undo)"),
-    Command("rebase-report", "queue.rebase_report",
-            "try the rebase on a copy: docs/rebase-<version>.md"),
-    Command("pr", "queue.pr",
-            "out/pr/<nn>-<slug>/: branch, title, body, patch per patch"),
+        "carry the line onto vLLM TO as the line patches-TO/; run again to "
+        "continue after a conflict", "TO=<version>"),
+    Command(
+        "rebase-report", "queue.rebase_report",
+        "the rebase tried on a copy in build/, past every conflict: "
+        "docs/reports/<version>/rebase.md", "TO=<version ...>"),
+    Command(
+        "pr", "queue.pr",
+        "out/pr/<nn>-<slug>/: title, body and patch, and a branch in "
+        "vllm-src, per patch (default: all)", "N=<number|name>"),
     # The build.
     Command("fetch", "build.fetch",
-            "download + verify the pinned sdist and wheel"),
-    Command("setup", "build.setup_env",
-            ".venv with the CPU runtime, vllm-src installed editable"),
-    Command("wheel", "build.wheels",
-            "dist/: CUDA wheel (official + overlay) and CPU wheel, verified"),
+            "download and verify the pinned sdist and wheel (cached)"),
+    Command(
+        "setup", "build.setup_env",
+        ".venv with the CPU runtime and vLLM's CPU extension, vllm-src "
+        "installed editable"),
+    Command(
+        "wheel", "build.wheels",
+        "dist/: the CUDA wheel (official + the series' Python files) and "
+        "the CPU wheel, each verified"),
     # The test and evaluation harness (in .venv).
     Command("models", "harness.tiny_models",
-            "generate the tiny local test models"),
-    Command("test", "harness.run_tests",
-            "lint, the project's tests, the series' vLLM tests, check-bisect"),
-    Command("check-bisect", "harness.check_bisect",
-            "every prefix of the series compiles, lints, passes its tests"),
-    Command("stress", "harness.stress",
-            "differential stress test, without vs with the connector"),
-    Command("lm-eval", "harness.lm_eval.gate",
-            "correctness gate: same answers with offloading"),
+            "generate the tiny local test models (no model is downloaded)"),
+    Command(
+        "test", "harness.run_tests",
+        "what CI runs, on every line (LINE=: one): lint, the project's "
+        "tests, the series' vLLM tests, check-bisect", "ARGS=<pytest args>"),
+    Command(
+        "check-bisect", "harness.check_bisect",
+        "every prefix of the series compiles, lints and passes its own "
+        "tests", "ARGS=--no-tests|--again"),
+    Command(
+        "stress", "harness.stress",
+        "differential stress test: the engine without vs with the "
+        "connector", "N=<requests> SEED= K=<pytest -k>"),
+    Command(
+        "lm-eval", "harness.lm_eval.gate",
+        "correctness gate: the same lm-eval answers with offloading, "
+        "served from the CPU tier", "PROFILE=gpu MODEL= ARGS="),
     Command("lm-eval-task", "harness.lm_eval.task",
-            "regenerate (or --check) the gate's local task data"),
-    Command("demo", "harness.demo",
-            "offloading on a local model: cold, then from the CPU tier"),
-    Command("bench", "harness.bench", "print the benchmark tables"),
+            "regenerate (or --check) the gate's local task data", NO_TARGET),
+    Command(
+        "demo", "harness.demo",
+        "offloading on a local model: a cold run, then the prompts served "
+        "from the CPU tier", "ARGS="),
+    Command("bench", "harness.bench",
+            "print the benchmark tables (B=: one of them)", "B=<name>"),
+    Command(
+        "help", "cli", "list the commands (--make: the Make targets and their "
+        "variables)"),
 )
+
+MAKE_ONLY = (
+    Target("all", "the default goal: make wheel"),
+    Target("rebase-abort",
+           "undo the carry under way (TO= if several)",
+           "TO=<version>",
+           after="rebase"),
+    Target("clean",
+           "remove dist/ and build/ (keeps vllm-src and the caches)",
+           after="bench"),
+)
+
+MAKE_HEADER = ("make <target> [VARIABLE=value ...]; LINE=<version> points "
+               "any target at the line\npatches-<version>/ (default: "
+               "patches/); `python -m pstack <command> -h` has a\ncommand's "
+               "options.\n")
 
 
 def usage() -> str:
@@ -72,6 +135,46 @@ def usage() -> str:
     lines = [f"  {c.name:<{width}}  {c.summary}" for c in COMMANDS]
     return ("usage: python -m pstack <command> [options]   (`<command> -h` "
             "for its options)\n\ncommands:\n" + "\n".join(lines))
+
+
+def make_targets() -> list[Target]:
+    """Every Make target, with its variables and description, in the
+    order of COMMANDS.
+
+    >>> [t.name for t in make_targets()][:3]
+    ['all', 'apply', 'export']
+    """
+    targets = [t for t in MAKE_ONLY if not t.after]
+    for command in COMMANDS:
+        if command.make_vars is not None:
+            targets.append(
+                Target(command.name, command.summary, command.make_vars))
+        targets += [t for t in MAKE_ONLY if t.after == command.name]
+    return targets
+
+
+def make_help() -> str:
+    """`make help`: one line per target, `make <target>`, its description
+    and the variables it takes."""
+    targets = make_targets()
+    width = max(len(t.name) for t in targets) + len("make ")
+    lines = [
+        f"  {'make ' + t.name:<{width}}  {t.summary}" +
+        (f"  [{t.make_vars}]" if t.make_vars else "") for t in targets
+    ]
+    return MAKE_HEADER + "\n" + "\n".join(lines)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--make",
+                        action="store_true",
+                        help="the Make targets, for `make help`")
+
+
+def run(args: argparse.Namespace, layout: Layout) -> int:
+    """`pstack help`: the commands, or with --make the Make targets."""
+    print(make_help() if args.make else usage())
+    return 0
 
 
 def find(name: str) -> Command:

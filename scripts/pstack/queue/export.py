@@ -3,7 +3,7 @@
 One patch file per commit, named by its subject, and patches/series in the
 commits' order; files of patches no longer in the series are removed. The
 output is byte-stable: exporting what `make apply` made changes nothing.
-Also regenerates the series table in README.md.
+Also regenerates the series table in patches/README.md (series_table.py).
 """
 
 from __future__ import annotations
