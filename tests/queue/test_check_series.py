@@ -71,3 +71,17 @@ def test_lint_requires_tagged_subject(stack):
     assert lint_patch(stack.patches / names[0]) == [
         p for p in lint_patch(stack.patches / names[0]) if "prefix" in p
     ]
+
+
+def test_check_series_detects_a_stale_series_table(stack):
+    apply(stack)
+    commit_change(stack.src, "vllm/core.py", "line 3\n", "line three\n",
+                  "[Core] Good")
+    export(stack)
+    readme = stack.patches / "README.md"
+    readme.write_text(readme.read_text().replace("[Core] Good", "[Core] Old"))
+    # The checkout's own README.md is no part of the series.
+    (stack.patches.parent / "README.md").write_text("# The project\n")
+    commit_project(stack)
+    with pytest.raises(UserError, match="apply \\+ export changed README.md"):
+        check_series(stack)

@@ -160,10 +160,6 @@ class Layout:
         return self.root / name / self.patches.name.removeprefix("patches-")
 
     @property
-    def readme(self) -> Path:
-        return self.root / "README.md"
-
-    @property
     def check_results(self) -> Path:
         """What `make check-bisect` recorded per tree (`make pr` quotes it)."""
         return self.build / "check-bisect.json"

@@ -43,14 +43,12 @@ def lint_series(layout: Layout) -> None:
 
 
 def _snapshot(layout: Layout) -> dict[str, bytes]:
-    """The files export writes: patches/ and the README's series table."""
-    files = {
+    """The files export writes: the patches folder, its README.md's series
+    table included."""
+    return {
         p.name: p.read_bytes()
         for p in layout.patches.iterdir() if p.is_file()
     }
-    if layout.readme.exists():
-        files[layout.readme.name] = layout.readme.read_bytes()
-    return files
 
 
 def check_series(layout: Layout) -> None:
@@ -65,8 +63,7 @@ def check_series(layout: Layout) -> None:
         raise UserError(
             "apply + export changed " + ", ".join(changed),
             "the files are not what `make export` writes: review "
-            f"`git diff {layout.patches.name}/ README.md` and commit the "
-            "result")
+            f"`git diff {layout.patches.name}/` and commit the result")
     # The patches are the product: they must be committed (when patches/
     # is in a git checkout at all).
     status = GitRepo(layout.patches).run("status", "--porcelain", ".")
