@@ -13,6 +13,11 @@ imported sdist, before any patch applies):
   parts upstream has;
 - none found: the release predates the upstream change; nothing is said.
 
+A patch that releases absorbed in different forms (0.10.2's and 0.32's, say)
+has an entry per form: the entry whose evidence the release has wholly
+decides; short of that, the one with the most evidence found (the first
+listed, on a tie) says what is partly there.
+
 A patch whose diff is already in the release, line for line, needs no entry:
 git finds it empty and the rebase drops it as "already upstream".
 
@@ -22,11 +27,16 @@ git finds it empty and the rebase drops it as "already upstream".
     evidence = [
         ["vllm/v1/request.py", "self.block_hashes: list[BlockHash] = []"],
     ]
+    lacks = "..."   # optional: the part upstream's form does not have
+
+An entry with `lacks` says upstream has only part of the patch: its patch is
+partly absorbed, and still applied, however much of its evidence is found.
 """
 
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +57,9 @@ class UpstreamEntry:
     patch: str  # file name in patches/
     upstream: str
     evidence: tuple[Evidence, ...]
+    # What upstream's form lacks of the patch, if it has only part of it:
+    # the patch is then partly absorbed however much evidence is found.
+    lacks: str | None = None
 
 
 @dataclass(frozen=True)
@@ -59,17 +72,18 @@ class Finding:
 
     @property
     def absorbed(self) -> bool:
-        return not self.missing
+        return not self.missing and self.entry.lacks is None
 
     def describe(self) -> str:
         """One line for people: what upstream has, where."""
         found = ", ".join(f"`{where}`" for where in self.found)
         if self.absorbed:
             return f"absorbed by {self.entry.upstream}: {found}"
-        missing = ", ".join(f"`{e.path}` lacks `{e.text}`"
-                            for e in self.missing)
+        missing = [f"`{e.path}` lacks `{e.text}`" for e in self.missing]
+        if self.entry.lacks:
+            missing.append(f"upstream lacks {self.entry.lacks}")
         return (f"partly absorbed by {self.entry.upstream}: {found}; "
-                f"{missing}")
+                f"{', '.join(missing)}")
 
 
 def read_upstream_entries(patches: Path) -> list[UpstreamEntry]:
@@ -87,7 +101,8 @@ def read_upstream_entries(patches: Path) -> list[UpstreamEntry]:
         try:
             evidence = tuple(
                 Evidence(path, text) for path, text in item["evidence"])
-            entry = UpstreamEntry(item["patch"], item["upstream"], evidence)
+            entry = UpstreamEntry(item["patch"], item["upstream"], evidence,
+                                  item.get("lacks"))
         except (KeyError, TypeError, ValueError):
             raise UserError(
                 f"{where} needs patch, upstream and evidence (a list of "
@@ -107,24 +122,38 @@ def _line_of(content: str, text: str) -> int | None:
 
 def find(repo: GitRepo, tree: str,
          entries: list[UpstreamEntry]) -> dict[str, Finding]:
-    """patch file name -> Finding, for the entries of which `tree` (a
-    commit or tag) has some evidence."""
-    findings = {}
+    """patch file name -> Finding, for the patches of which `tree` (a
+    commit or tag) has some evidence: of a patch's entries, the one found
+    wholly, else the one with the most evidence found."""
     files: dict[str, str | None] = {}
+
+    def content(path: str) -> str | None:
+        if path not in files:
+            proc = repo.run("show", f"{tree}:{path}")
+            files[path] = proc.stdout if proc.returncode == 0 else None
+        return files[path]
+
+    findings: dict[str, Finding] = {}
     for entry in entries:
-        found, missing = [], []
-        for evidence in entry.evidence:
-            if evidence.path not in files:
-                proc = repo.run("show", f"{tree}:{evidence.path}")
-                files[evidence.path] = (proc.stdout
-                                        if proc.returncode == 0 else None)
-            content = files[evidence.path]
-            line = _line_of(content, evidence.text) if content else None
-            if line is None:
-                missing.append(evidence)
-            else:
-                found.append(f"{evidence.path}:{line}")
-        if found:
-            findings[entry.patch] = Finding(entry, tuple(found),
-                                            tuple(missing))
+        finding = _finding(entry, content)
+        best = findings.get(entry.patch)
+        if finding.found and (best is None or _rank(finding) > _rank(best)):
+            findings[entry.patch] = finding
     return findings
+
+
+def _finding(entry: UpstreamEntry, content: Callable[[str],
+                                                     str | None]) -> Finding:
+    found, missing = [], []
+    for evidence in entry.evidence:
+        text = content(evidence.path)
+        line = _line_of(text, evidence.text) if text else None
+        if line is None:
+            missing.append(evidence)
+        else:
+            found.append(f"{evidence.path}:{line}")
+    return Finding(entry, tuple(found), tuple(missing))
+
+
+def _rank(finding: Finding) -> tuple[bool, int]:
+    return finding.absorbed, len(finding.found)
