@@ -71,3 +71,14 @@ def replace_section(text: str,
         return None
     generated = f"{begin_marker(command)}\n{block}\n{END}"
     return text[:span[0]] + generated + text[span[1]:]
+
+
+def hand_written(text: str) -> str:
+    r"""`text` without any of its generated sections.
+
+    >>> hand_written(f"# A\n{begin_marker('make x')}\ngen\n{END}\nB\n")
+    '# A\n\nB\n'
+    """
+    while (span := _span(text, "")) is not None:
+        text = text[:span[0]] + text[span[1]:]
+    return text
