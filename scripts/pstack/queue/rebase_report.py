@@ -103,9 +103,8 @@ def _print_summary(step: StepResult, doc: Path) -> None:
     count = {fate: 0 for fate in Fate}
     for f in step.fates:
         count[f.fate] += 1
-    conflicts = len(step.conflicts)
-    clean = (len(step.fates) - conflicts - count[Fate.UPSTREAM] -
-             count[Fate.ABSORBED])
+    conflicts = count[Fate.CONFLICT] + count[Fate.RESOLVED]
+    clean = count[Fate.APPLIED] + count[Fate.EMPTY]
     print(f"rebase-report: {clean} clean, {conflicts} conflicting, "
           f"{count[Fate.ABSORBED]} absorbed upstream, "
           f"{count[Fate.UPSTREAM]} already upstream; wrote {doc}")
