@@ -7,12 +7,13 @@ import re
 import shutil
 
 import pytest
-from conftest import (UPSTREAMED_A_CONFLICTS_B, commit_project, git,
-                      new_release, series_abc)
+from conftest import (UPSTREAMED_A_CONFLICTS_B, commit_change, commit_project,
+                      git, new_release, series_abc)
 from pstack.core.errors import UserError
 from pstack.core.layout import Layout
 from pstack.core.pin import BasePin
 from pstack.core.series import read_series
+from pstack.queue.apply import apply
 from pstack.queue.export import export
 from pstack.queue.rebase import abort_carry, carry
 from pstack.queue.series_table import readme
@@ -95,6 +96,83 @@ def test_a_resolution_that_renames_its_patch_is_recorded_and_replayed(
     record = (line.patches / "carried.toml").read_text()
     assert ('patch = "Core-B-on-0.0.2-s-NINE.patch"\n'
             'source = "Core-B.patch"') in record
+    committed = _files(line.patches)
+    commit_project(stack)
+    shutil.rmtree(line.src)
+    carry(stack, "0.0.2")
+    assert _files(line.patches) == committed
+
+
+def test_a_patch_skipped_during_the_carry_stays_left_out(stack, monkeypatch):
+    series_abc(stack)
+    new_release(stack, monkeypatch, "0.0.2", UPSTREAMED_A_CONFLICTS_B)
+    line = stack.line("0.0.2")
+    with pytest.raises(UserError, match="stopped at patch 2/3 Core-B.patch"):
+        carry(stack, "0.0.2")
+    git(line.src, "rebase", "--skip")
+    carry(stack, "0.0.2")
+    assert read_series(line) == ["Core-C.patch"]
+    record = (line.patches / "carried.toml").read_text()
+    assert '[[left_out]]\nsource = "Core-B.patch"' in record
+    committed = _files(line.patches)
+    commit_project(stack)
+
+    # Carried again from a fresh clone: B is not tried, nothing stops.
+    shutil.rmtree(line.src)
+    carry(stack, "0.0.2")
+    assert _files(line.patches) == committed
+
+
+def _commit_in_line(line: Layout, old: str, new: str, subject: str) -> None:
+    """A patch written in the line: committed at its tip and exported."""
+    apply(line)
+    commit_change(line.src, "vllm/core.py", old, new, subject)
+    export(line)
+
+
+def test_patches_written_in_the_line_are_recorded_and_replayed_in_place(
+        stack, monkeypatch):
+    series_abc(stack)
+    new_release(stack, monkeypatch, "0.0.2", UPSTREAMED_A_CONFLICTS_B)
+    line = _carry_resolving_b(stack)
+    # Written in front of the line's patches, as a prerequisite of them.
+    apply(line)
+    carried = git(line.src, "rev-parse", "series").strip()
+    git(line.src, "checkout", "-q", "-B", "series", "v0.0.2")
+    commit_change(line.src, "vllm/core.py", "line 6\n", "line six\n",
+                  "[Bugfix] First")
+    git(line.src, "-c", "user.name=t", "-c", "user.email=t@t", "cherry-pick",
+        f"v0.0.2..{carried}")
+    export(line)
+    _commit_in_line(line, "line 18\n", "line eighteen\n", "[Bugfix] Last")
+    assert read_series(line) == [
+        "Bugfix-First.patch", "Core-B.patch", "Core-C.patch",
+        "Bugfix-Last.patch"
+    ]
+    record = (line.patches / "carried.toml").read_text()
+    assert record.index('patch = "Bugfix-First.patch"\n\n') < record.index(
+        'patch = "Core-B.patch"\nsource = "Core-B.patch"')
+    assert 'patch = "Bugfix-Last.patch"\n' in record
+    committed = _files(line.patches)
+    commit_project(stack)
+
+    shutil.rmtree(line.src)
+    carry(stack, "0.0.2")
+    assert _files(line.patches) == committed
+    assert git(line.src, "status", "--porcelain") == ""
+
+
+def test_a_carried_patch_taken_out_of_the_line_is_left_out_after(
+        stack, monkeypatch):
+    series_abc(stack)
+    new_release(stack, monkeypatch, "0.0.2", UPSTREAMED_A_CONFLICTS_B)
+    line = _carry_resolving_b(stack)
+    apply(line)
+    git(line.src, "reset", "-q", "--hard", "series~1")  # C taken out
+    export(line)
+    record = (line.patches / "carried.toml").read_text()
+    assert 'patch = "Core-C.patch"' not in record
+    assert '[[left_out]]\nsource = "Core-C.patch"' in record
     committed = _files(line.patches)
     commit_project(stack)
     shutil.rmtree(line.src)
@@ -186,3 +264,15 @@ def test_each_line_writes_its_results_and_scratch_trees_apart(stack):
     assert line.build == stack.root / "build" / "0.0.2"
     default = line.default_line()
     assert (default.patches, default.src) == (stack.patches, stack.src)
+
+
+def test_todo_plan_adds_the_patches_written_in_the_line_in_place():
+    first, keep = "a" * 40, "c" * 40
+    plan = TodoPlan(insert={"": ["/x/New first.patch"], first: ["/x/N.patch"]})
+    todo = f"pick {first[:7]} [Core] A\npick {keep[:7]} [Core] C\n"
+    am = ("exec git am --3way --keep --keep-cr --committer-date-is-author-date"
+          " --quiet")
+    assert plan.edit(todo) == (f"{am} '/x/New first.patch'\n"
+                               f"pick {first[:7]} [Core] A\n"
+                               f"{am} /x/N.patch\n"
+                               f"pick {keep[:7]} [Core] C\n")

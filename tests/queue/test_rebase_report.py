@@ -115,7 +115,7 @@ def test_rebase_report_names_conflicts_the_line_has_resolved(
         stack, monkeypatch, tmp_path):
     import hashlib
 
-    from pstack.queue.carried import CarriedPatch, write_carried
+    from pstack.queue.carried import CarriedPatch, Record, write_record
     from pstack.queue.rebase_report import report, report_steps
     export_core_series(stack, [("line 9\n", "line nine\n", "[Core] B"),
                                ("line 15\n", "line fifteen\n", "[Core] D")])
@@ -126,10 +126,11 @@ def test_rebase_report_names_conflicts_the_line_has_resolved(
     pin.dump(line.base_file)
     (line.patches / "Core-B.patch").write_text("B, resolved by hand\n")
     source = stack.patches / "Core-B.patch"
-    write_carried(line, stack, [
-        CarriedPatch("Core-B.patch", "Core-B.patch",
-                     hashlib.sha256(source.read_bytes()).hexdigest())
-    ])
+    write_record(
+        line, stack,
+        Record(
+            (CarriedPatch("Core-B.patch", "Core-B.patch",
+                          hashlib.sha256(source.read_bytes()).hexdigest()), )))
     docs = tmp_path / "docs"
 
     text = report(stack, "0.0.2", tmp_path / "scratch", docs).read_text()

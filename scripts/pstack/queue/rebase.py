@@ -32,8 +32,8 @@ from ..core.pin import BasePin
 from ..core.series import read_patches, read_series
 from ..core.vllm_src import VllmSrc
 from .apply import apply
-from .carried import (CARRIED_TOML, carried_from, recorded_versions,
-                      write_carried)
+from .carried import (CARRIED_TOML, CarriedPatch, Record, ReplayPlan,
+                      carried_from, left_out_of, replay_plan, write_record)
 from .guard import ensure_safe_to_reset
 from .rebase_in_place import (RebaseState, Result, abort, no_version_given,
                               rebase, refuse_same_version)
@@ -120,9 +120,10 @@ def carry(layout: Layout, version: str | None) -> Result:
     work = _work(layout, version)
     src = VllmSrc(line.src)
     under_way = src.exists() and RebaseState.load(src) is not None
-    replay = None
+    # The record is read again when a carry continues: the line's folder
+    # is written only at the end.
+    replay = replay_plan(layout, line)
     if not under_way:
-        replay = recorded_versions(layout, line)
         _prepare(layout, line, work)
     elif not work.patches.exists():
         raise UserError(
@@ -133,9 +134,10 @@ def carry(layout: Layout, version: str | None) -> Result:
                     version,
                     replay,
                     range_diff=layout.reports(version) / "carry.range-diff")
-    _install(layout, line, work, result)
+    _install(layout, line, work, result, replay)
+    replayed = len(replay.replay) + len(replay.insert)
     print(f"line {line.patches.name}/: {len(result.kept)} patches on vLLM "
-          f"{version}, {len(replay or ())} replayed from its record; "
+          f"{version}, {replayed} replayed from its record; "
           f"{line.src.name}/ has them applied")
     print(f"review: {result.range_diff}")
     print(f"next: `make check-series LINE={version}`, then commit "
@@ -143,22 +145,27 @@ def carry(layout: Layout, version: str | None) -> Result:
     return result
 
 
-def _install(layout: Layout, line: Layout, work: Layout,
-             result: Result) -> None:
+def _install(layout: Layout, line: Layout, work: Layout, result: Result,
+             replay: ReplayPlan) -> None:
     """Write the rebased copy as the new line, with its record."""
     line.patches.mkdir(parents=True, exist_ok=True)
     for old in line.patches.glob("*.patch"):
         old.unlink()
     for path in work.patches.iterdir():
         shutil.copyfile(path, line.patches / path.name)
+    written_here = {recorded.name for _, recorded in replay.insert}
     # The rebase keeps the order: the patches it kept are, in order, the
     # new line's, even those whose subject a resolution changed.
-    gone = {*result.dropped, *result.absorbed, *result.skipped}
-    sources = [
-        name for name, patch in read_patches(layout)
-        if patch.subject not in gone
-    ]
-    patches = read_series(line)
+    gone = {*result.dropped, *result.absorbed}
+    left_out = {*result.skipped, *result.left_out}
+    sources = []
+    out = []
+    for name, patch in read_patches(layout):
+        if patch.subject in left_out:
+            out.append(left_out_of(layout, name))
+        elif patch.subject not in gone:
+            sources.append(name)
+    patches = [p for p in read_series(line) if p not in written_here]
     if len(sources) != len(patches):
         raise UserError(
             f"{line.patches.name}/ is written, but its {CARRIED_TOML} is "
@@ -166,10 +173,14 @@ def _install(layout: Layout, line: Layout, work: Layout,
             "so which patch comes from which is not known",
             f"write {line.patches.name}/{CARRIED_TOML} by hand (see "
             "docs/workflow.md)")
-    write_carried(line, layout, [
-        carried_from(layout, source, into=patch)
-        for patch, source in zip(patches, sources)
-    ])
+    source_of = dict(zip(patches, sources))
+    write_record(
+        line, layout,
+        Record(
+            tuple(
+                carried_from(layout, source_of[name], into=name) if name in
+                source_of else CarriedPatch(name)
+                for name in read_series(line)), tuple(out)))
     shutil.rmtree(work.root)
 
 

@@ -17,7 +17,9 @@ rebase-report` on a scratch copy (rebase_walk.py); the steps:
    patches whose changes are already upstream line for line become empty
    and are dropped. Both are named. Patches with a recorded version for
    the release (a resolution made once, see carried.py) are replaced by it
-   (`exec git am <file>` in the todo list). The first conflict stops the
+   (`exec git am <file>` in the todo list); so are the patches the record
+   leaves out (dropped) and those written in the line (an `exec git am`
+   after the patch before them). The first conflict stops the
    rebase: the patch, its conflicting files and the
    commands to continue or abort are printed, and re-running `make rebase
    TO=<version>` after resolving continues where it stopped.
@@ -49,6 +51,7 @@ from ..core.series import read_series
 from ..core.vllm_src import SERIES, UPSTREAM, VllmSrc
 from .absorbed import find, read_upstream_entries
 from .apply import apply
+from .carried import ReplayPlan
 from .export import export
 from .guard import ensure_safe_to_reset
 from .importer import import_release, init_repo
@@ -101,6 +104,11 @@ class RebaseState:
     # Commit -> the recorded version of its patch for the new release
     # (carried.py), applied instead of the commit.
     replayed: dict[str, str] = field(default_factory=dict)
+    # Commits the new line's record leaves out.
+    left_out: list[str] = field(default_factory=list)
+    # Patches written in the new line (files), after the commit named ("":
+    # before the first).
+    inserted: dict[str, list[str]] = field(default_factory=dict)
 
     def save(self, src: VllmSrc) -> None:
         src.rebase_state_file.write_text(
@@ -119,7 +127,9 @@ class RebaseState:
                    upstreamed=data["upstreamed"],
                    absorbed=data.get("absorbed", {}),
                    partly_absorbed=data.get("partly_absorbed", {}),
-                   replayed=data.get("replayed", {}))
+                   replayed=data.get("replayed", {}),
+                   left_out=data.get("left_out", []),
+                   inserted=data.get("inserted", {}))
 
     @staticmethod
     def clear(src: VllmSrc) -> None:
@@ -153,6 +163,7 @@ class Result:
     # Subject -> evidence, of the patches left out as absorbed upstream.
     absorbed: dict[str, str] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # `rebase --skip`ped
+    left_out: list[str] = field(default_factory=list)  # as recorded
     range_diff: Path | None = None
 
 
@@ -249,9 +260,9 @@ def no_version_given() -> UserError:
 
 def start(layout: Layout,
           version: str,
-          replay: dict[str, Path] | None = None) -> RebaseState:
+          replay: ReplayPlan | None = None) -> RebaseState:
     """Check vllm-src, fetch and import the release, record the state.
-    `replay` maps patch names to recorded versions that replace them."""
+    `replay`: what the new line's record decided already."""
     pin = refuse_same_version(layout, version)
     src = VllmSrc(layout.src)
     if not src.exists() or src.rev(SERIES) is None:
@@ -286,12 +297,26 @@ def start(layout: Layout,
         ])
     import_release(src, tarball, version, parent=src.rev(pin.tag))
     _find_absorbed(layout, src, state)
-    for patch in state.patches:
-        recorded = (replay or {}).get(patch.name)
-        if recorded is not None and patch.commit not in state.absorbed:
-            state.replayed[patch.commit] = str(recorded.resolve())
+    if replay:
+        _plan_replay(state, replay)
     state.save(src)
     return state
+
+
+def _plan_replay(state: RebaseState, plan: ReplayPlan) -> None:
+    """What the new line's record replays, by commit."""
+    commit_of = {patch.name: patch.commit for patch in state.patches}
+    for patch in state.patches:
+        if patch.commit in state.absorbed:
+            continue
+        recorded = plan.replay.get(patch.name)
+        if recorded is not None:
+            state.replayed[patch.commit] = str(recorded.resolve())
+        elif patch.name in plan.leave_out:
+            state.left_out.append(patch.commit)
+    for before, recorded in plan.insert:
+        anchor = commit_of.get(before, "") if before else ""
+        state.inserted.setdefault(anchor, []).append(str(recorded.resolve()))
 
 
 def _find_absorbed(layout: Layout, src: VllmSrc, state: RebaseState) -> None:
@@ -334,19 +359,27 @@ def step(layout: Layout, state: RebaseState,
     old, new = state.old_pin.tag, state.new_pin.tag
     args = ["--committer-date-is-author-date", "--onto", new, old, SERIES]
     env = None
-    if state.absorbed or state.replayed:
-        # Interactive only to edit the todo list: absorbed patches are
-        # dropped, recorded versions replace their patches.
+    if state.absorbed or state.replayed or state.left_out or state.inserted:
+        # Interactive only to edit the todo list: absorbed patches (and
+        # those the record leaves out) are dropped, recorded versions
+        # replace their patches, patches written in the line are added.
         # (--empty=drop: patches already upstream are dropped, as without
         # --interactive, where that is the default.)
         args = ["--interactive", "--empty=drop", *args]
-        env = TodoPlan(drop=list(state.absorbed),
-                       replay=state.replayed).environment()
+        env = TodoPlan(drop=[*state.absorbed, *state.left_out],
+                       replay=state.replayed,
+                       insert=state.inserted).environment()
         if state.absorbed:
             progress(f"leaving out {len(state.absorbed)} absorbed patch(es)")
+        if state.left_out:
+            progress(f"leaving out {len(state.left_out)} patch(es) as "
+                     "recorded")
         if state.replayed:
             progress(f"replaying the recorded version of "
                      f"{len(state.replayed)} patch(es)")
+        inserted = sum(len(files) for files in state.inserted.values())
+        if inserted:
+            progress(f"adding {inserted} patch(es) written in the line")
     progress(f"rebasing {len(state.patches)} patches: git rebase --onto "
              f"{new} {old} {SERIES}")
     return run_rebase(src, state, args, config, env)
@@ -363,17 +396,22 @@ def finish(layout: Layout, state: RebaseState, range_diff: Path) -> Result:
         state.patch(c).subject: evidence
         for c, evidence in state.absorbed.items()
     }
+    left_out = {state.patch(c).subject for c in state.left_out}
     gone = [p.subject for p in state.patches if p.subject not in kept]
     result = Result(version=new.version,
                     kept=kept,
                     dropped=[s for s in gone if s in upstreamed],
                     absorbed={s: absorbed[s]
-                              for s in gone if s in absorbed})
+                              for s in gone if s in absorbed},
+                    left_out=[s for s in gone if s in left_out])
     # The other subjects that are gone were skipped, or renamed by the
     # person who resolved them: the count of kept patches tells which.
-    unexplained = [s for s in gone if s not in upstreamed | absorbed.keys()]
-    num_skipped = (len(state.patches) - len(kept) - len(result.dropped) -
-                   len(result.absorbed))
+    explained = upstreamed | absorbed.keys() | left_out
+    unexplained = [s for s in gone if s not in explained]
+    inserted = sum(len(files) for files in state.inserted.values())
+    num_skipped = (len(state.patches) + inserted - len(kept) -
+                   len(result.dropped) - len(result.absorbed) -
+                   len(result.left_out))
     if num_skipped:
         result.skipped = unexplained
     new.dump(layout.base_file)
@@ -432,7 +470,7 @@ def abort(layout: Layout) -> None:
 
 def rebase(layout: Layout,
            version: str | None,
-           replay: dict[str, Path] | None = None,
+           replay: ReplayPlan | None = None,
            *,
            range_diff: Path) -> Result:
     """Move the line of `layout` onto `version` in place: start, or continue
@@ -459,8 +497,10 @@ def rebase(layout: Layout,
         print(f"dropped (already upstream): {subject}")
     for subject in result.skipped:
         print(f"dropped (skipped during the rebase): {subject}")
+    for subject in result.left_out:
+        print(f"dropped (left out, as the line records): {subject}")
     num_dropped = (len(result.dropped) + len(result.absorbed) +
-                   len(result.skipped))
+                   len(result.skipped) + len(result.left_out))
     print(f"rebase: {len(result.kept)} patches on vLLM {result.version}, "
           f"{num_dropped} dropped")
     return result

@@ -2,9 +2,11 @@
 
 git runs this module as its sequence editor (GIT_SEQUENCE_EDITOR, with no
 person in the loop) on the todo file; the plan comes in the environment:
-the commits to leave out (`pick` becomes `drop`: absorbed upstream) and the
-commits to replace by a recorded version of their patch (`pick` becomes
-`exec git am <file>`: a resolution made once, replayed).
+the commits to leave out (`pick` becomes `drop`: absorbed upstream, or left out
+of the line), the commits to replace by a recorded version of their patch
+(`pick` becomes `exec git am <file>`: a resolution made once, replayed),
+and the patches written in the line, added after the commit before them
+(`exec git am <file>` lines).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ GIT_AM = ("git", "am", "--3way", "--keep", "--keep-cr",
 class TodoPlan:
     drop: list[str] = field(default_factory=list)  # full commit ids
     replay: dict[str, str] = field(default_factory=dict)  # commit -> file
+    # commit -> files to add after it ("": before the first commit)
+    insert: dict[str, list[str]] = field(default_factory=dict)
 
     def environment(self) -> dict[str, str]:
         """The environment that makes `git rebase -i` follow the plan."""
@@ -42,7 +46,7 @@ class TodoPlan:
 
     def edit(self, todo: str) -> str:
         """The todo with the plan applied; other lines as they are."""
-        lines = []
+        lines = [self._git_am(f) for f in self.insert.get("", [])]
         for line in todo.splitlines(keepends=True):
             words = line.split(maxsplit=2)
             commit = None
@@ -51,16 +55,22 @@ class TodoPlan:
             if commit in self.drop:
                 line = "drop" + line[len(words[0]):]
             elif commit in self.replay:
-                command = " ".join(
-                    shlex.quote(word)
-                    for word in (*GIT_AM, self.replay[commit]))
-                line = f"exec {command}\n"
+                line = self._git_am(self.replay[commit])
             lines.append(line)
+            if commit:
+                lines += [self._git_am(f) for f in self.insert.get(commit, [])]
         return "".join(lines)
+
+    @staticmethod
+    def _git_am(patch: str) -> str:
+        return "exec " + " ".join(
+            shlex.quote(word) for word in (*GIT_AM, patch)) + "\n"
 
     def _commit(self, abbreviated: str) -> str | None:
         """The planned commit an abbreviated id in the todo names."""
-        for commit in (*self.drop, *self.replay):
+        for commit in (*self.drop, *self.replay, *self.insert):
+            if not commit:
+                continue
             if commit.startswith(abbreviated):
                 return commit
         return None
