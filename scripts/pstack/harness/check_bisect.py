@@ -40,7 +40,7 @@ from ..core.gitrepo import GitRepo
 from ..core.layout import Layout
 from ..core.pin import BasePin
 from ..core.vllm_src import SERIES, VllmSrc
-from .lint import LINTERS, lint
+from .lint import lint, linters_for
 from .testenv import DESELECT_FILE, deselected, test_env
 
 HERE = Path(__file__).parent
@@ -96,7 +96,7 @@ def check_patch(tree: GitRepo, commit: str, env: dict[str,
     py = [f for f in tree.changed_files(commit, "AM") if f.endswith(".py")]
     run_env = {**os.environ, **env, "PYTHONPATH": str(tree.path)}
     result.checks["compile"] = compile_check(tree.path, run_env, py)
-    for linter in LINTERS:
+    for linter in linters_for(tree.path):
         result.checks[linter] = lint(linter, py, tree.path, run_env).summary
     result.tests = [f for f in py if Path(f).name.startswith("test_")]
     result.tests_skipped = skip_tests

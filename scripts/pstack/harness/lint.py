@@ -1,7 +1,9 @@
-"""The linters vLLM's pre-commit runs (ruff, yapf, isort): check-bisect
-runs them on the files a patch touches, `make test` on the project's own
-Python. Each finds its settings from the file's directory up: the base's
-pyproject.toml in vllm-src, the project's at the root."""
+"""The linters vLLM's pre-commit runs on Python: check-bisect runs them on
+the files a patch touches, `make test` on the project's own Python. Which
+ones depends on the tree (linters_for): vLLM 0.9.2 and 0.10.2 format with
+yapf and sort imports with isort, later releases format with ruff. Each
+finds its settings from the file's directory up: the base's pyproject.toml
+in vllm-src, the project's at the root."""
 
 from __future__ import annotations
 
@@ -14,7 +16,20 @@ LINTERS = {
     "ruff": ["-m", "ruff", "check", "--quiet"],
     "yapf": ["-m", "yapf", "--diff"],
     "isort": ["-m", "isort", "--check-only", "--quiet"],
+    "ruff-format": ["-m", "ruff", "format", "--check", "--quiet"],
 }
+# Formatting as vLLM's pre-commit did before and after it moved to ruff's.
+YAPF_ERA = ("ruff", "yapf", "isort")
+RUFF_ERA = ("ruff", "ruff-format")
+
+
+def linters_for(tree: Path) -> tuple[str, ...]:
+    """The linters of the tree's .pre-commit-config.yaml (the project's own
+    tree has none: it is linted as vLLM 0.9.2 is)."""
+    config = tree / ".pre-commit-config.yaml"
+    if config.exists() and "id: yapf" not in config.read_text():
+        return RUFF_ERA
+    return YAPF_ERA
 
 
 @dataclass(frozen=True)
@@ -45,7 +60,7 @@ def lint(linter: str,
     if not found:
         return LintResult(linter, "ok")
     named = sorted({
-        line.split(":")[0]
+        line.removeprefix("Would reformat: ").split(":")[0]
         for line in proc.stdout.splitlines()
         if line.endswith(".py") or ".py:" in line
     })

@@ -37,7 +37,7 @@ from ..core.pin import BasePin
 from ..core.vllm_src import SERIES, VllmSrc
 from .check_bisect import check_bisect, print_report
 from .junit import Counts, junit_by_file, junit_counts
-from .lint import LINTERS, lint
+from .lint import lint, linters_for
 from .other_lines import (finish_other_line, one_bisect_at_a_time, other_lines,
                           prepare_line, pstack_env, start_other_line,
                           stop_other_lines)
@@ -95,7 +95,7 @@ def lint_own_code() -> Counts:
         str(p.relative_to(REPO)) for d in OWN_CODE
         for p in (REPO / d).rglob("*.py"))
     counts = Counts()
-    for linter in LINTERS:
+    for linter in linters_for(REPO):
         result = lint(linter, files, REPO)
         progress(f"lint {linter}: {result.summary}")
         if not result.ok:
