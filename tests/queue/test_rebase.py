@@ -276,3 +276,19 @@ def test_todo_plan_adds_the_patches_written_in_the_line_in_place():
                                f"pick {first[:7]} [Core] A\n"
                                f"{am} /x/N.patch\n"
                                f"pick {keep[:7]} [Core] C\n")
+
+
+def test_a_stop_in_a_carry_of_another_line_names_that_line(stack, monkeypatch):
+    series_abc(stack)
+    new_release(stack, monkeypatch, "0.0.2", UPSTREAMED_A_CONFLICTS_B)
+    line = _carry_resolving_b(stack)
+    commit_project(stack)
+    new_release(stack, monkeypatch, "0.0.3", {
+        **UPSTREAMED_A_CONFLICTS_B, "line 15\n": "line FIFTEEN\n"
+    })
+    with pytest.raises(UserError, match="stopped at patch 2/2") as err:
+        carry(line, "0.0.3")
+    # The commands given go on with the carry of patches-0.0.2/, not with
+    # one of the default line.
+    assert "`make rebase TO=0.0.3 LINE=0.0.2` continues" in err.value.hint
+    assert "`make rebase-abort LINE=0.0.2` restores" in err.value.hint

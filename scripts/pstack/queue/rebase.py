@@ -133,7 +133,8 @@ def carry(layout: Layout, version: str | None) -> Result:
     result = rebase(work,
                     version,
                     replay,
-                    range_diff=layout.reports(version) / "carry.range-diff")
+                    range_diff=layout.reports(version) / "carry.range-diff",
+                    line_arg=_line_arg(layout))
     _install(layout, line, work, result, replay)
     replayed = len(replay.replay) + len(replay.insert)
     print(f"line {line.patches.name}/: {len(result.kept)} patches on vLLM "
@@ -143,6 +144,13 @@ def carry(layout: Layout, version: str | None) -> Result:
     print(f"next: `make check-series LINE={version}`, then commit "
           f"{line.patches.name}/ and docs/")
     return result
+
+
+def _line_arg(layout: Layout) -> str:
+    """The LINE= a make command needs to name the line carried."""
+    if layout.is_default_line:
+        return ""
+    return f" LINE={BasePin.load(layout.base_file).version}"
 
 
 def _install(layout: Layout, line: Layout, work: Layout, result: Result,

@@ -219,7 +219,10 @@ def run_rebase(src: VllmSrc,
     return Stop(commit, src.unmerged(), last[-1] if last else "")
 
 
-def _stop_error(state: RebaseState, src: VllmSrc, stop: Stop) -> UserError:
+def _stop_error(state: RebaseState, src: VllmSrc, stop: Stop,
+                line_arg: str) -> UserError:
+    """The stop, and how to go on (`line_arg`: the make variable naming the
+    line carried, if not the default one)."""
     to = state.new_pin.version
     if stop.files:
         what = "conflicting files: " + ", ".join(
@@ -232,10 +235,10 @@ def _stop_error(state: RebaseState, src: VllmSrc, stop: Stop) -> UserError:
         f"rebase onto v{to} stopped at {state.label(stop.commit)} "
         f"({state.patch(stop.commit).subject}); {what}",
         f"resolve in {src.path} and `git -C {src.path} add` the files, then "
-        f"`make rebase TO={to}` continues (it runs `git rebase --continue` "
-        f"and finishes the job); `git -C {src.path} rebase --skip` drops "
-        "this patch; `make rebase-abort` restores the series, upstream and "
-        "the pin")
+        f"`make rebase TO={to}{line_arg}` continues (it runs `git rebase "
+        f"--continue` and finishes the job); `git -C {src.path} rebase "
+        f"--skip` drops this patch; `make rebase-abort{line_arg}` restores "
+        "the series, upstream and the pin")
 
 
 # ---------------------------------------------------------------- steps
@@ -472,10 +475,12 @@ def rebase(layout: Layout,
            version: str | None,
            replay: ReplayPlan | None = None,
            *,
-           range_diff: Path) -> Result:
+           range_diff: Path,
+           line_arg: str = "") -> Result:
     """Move the line of `layout` onto `version` in place: start, or continue
     after a stop, and finish. rebase.py runs it on a copy of a line;
-    `replay` as for start(), `range_diff` as for finish()."""
+    `replay` as for start(), `range_diff` as for finish(); `line_arg` (e.g.
+    " LINE=0.10.2") goes into the make commands a stop names."""
     src = VllmSrc(layout.src)
     state = RebaseState.load(src) if src.exists() else None
     if state is None:
@@ -489,7 +494,7 @@ def rebase(layout: Layout,
             "`make rebase-abort`")
     stop = step(layout, state)
     if stop is not None:
-        raise _stop_error(state, src, stop)
+        raise _stop_error(state, src, stop, line_arg)
     result = finish(layout, state, range_diff)
     for subject, evidence in result.absorbed.items():
         print(f"dropped ({evidence}): {subject}")
