@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 from conftest import (UPSTREAMED_A_CONFLICTS_B, commit_change, commit_project,
-                      git, new_release, series_abc)
+                      git, new_release, series_abc, write_upstream_record)
 from pstack.core.errors import UserError
 from pstack.core.layout import Layout
 from pstack.core.pin import BasePin
@@ -292,3 +292,23 @@ def test_a_stop_in_a_carry_of_another_line_names_that_line(stack, monkeypatch):
     # one of the default line.
     assert "`make rebase TO=0.0.3 LINE=0.0.2` continues" in err.value.hint
     assert "`make rebase-abort LINE=0.0.2` restores" in err.value.hint
+
+
+def test_a_renamed_patch_is_found_absorbed_by_its_sources_record(
+        stack, monkeypatch, capsys):
+    series_abc(stack)
+    # upstream.toml names patches as the default line does.
+    write_upstream_record(stack, [("Core-B.patch", ["line 9 (#1)"])])
+    commit_project(stack)
+    new_release(stack, monkeypatch, "0.0.2", UPSTREAMED_A_CONFLICTS_B)
+    line = _carry_resolving_b(stack, subject="[Core] B on 0.0.2's NINE")
+    commit_project(stack)
+    new_release(stack, monkeypatch, "0.0.3", {
+        "line 3\n": "line three\n",
+        "line 9\n": "line 9 (#1)\n"
+    })
+    capsys.readouterr()
+    carry(line, "0.0.3")
+    assert ("patch 1/2 Core-B-on-0.0.2-s-NINE.patch: absorbed by "
+            "vllm-project/vllm#1" in capsys.readouterr().out)
+    assert read_series(line.line("0.0.3")) == ["Core-C.patch"]

@@ -51,7 +51,7 @@ from ..core.series import read_series
 from ..core.vllm_src import SERIES, UPSTREAM, VllmSrc
 from .absorbed import find, read_upstream_entries
 from .apply import apply
-from .carried import ReplayPlan
+from .carried import ReplayPlan, read_record
 from .export import export
 from .guard import ensure_safe_to_reset
 from .importer import import_release, init_repo
@@ -323,11 +323,19 @@ def _plan_replay(state: RebaseState, plan: ReplayPlan) -> None:
 
 
 def _find_absorbed(layout: Layout, src: VllmSrc, state: RebaseState) -> None:
-    """Check patches/upstream.toml against the new release's own tree."""
+    """Check patches/upstream.toml against the new release's own tree. A
+    line made by a carry names its patches' entries by the names of the
+    patches they were carried from (its carried.toml), when they have none
+    of their own."""
     findings = find(src, state.new_pin.tag,
                     read_upstream_entries(layout.patches))
+    source_of = {
+        entry.patch: entry.source
+        for entry in read_record(layout).carried if not entry.written_here
+    }
     for patch in state.patches:
-        finding = findings.get(patch.name)
+        finding = findings.get(patch.name) or findings.get(
+            source_of.get(patch.name, ""))
         if finding is None:
             continue
         progress(f"{state.label(patch.commit)}: {finding.describe()}")
