@@ -15,7 +15,7 @@ from pstack.core.pin import BasePin
 from pstack.core.series import read_series
 from pstack.queue.apply import apply
 from pstack.queue.export import export
-from pstack.queue.rebase import abort_carry, carry
+from pstack.queue.rebase import abort_carry, carry, recorded_source
 from pstack.queue.series_table import readme
 from pstack.queue.todo import TodoPlan
 
@@ -312,3 +312,33 @@ def test_a_renamed_patch_is_found_absorbed_by_its_sources_record(
     assert ("patch 1/2 Core-B-on-0.0.2-s-NINE.patch: absorbed by "
             "vllm-project/vllm#1" in capsys.readouterr().out)
     assert read_series(line.line("0.0.3")) == ["Core-C.patch"]
+
+
+def test_carrying_again_carries_the_line_the_record_names(
+        stack, monkeypatch, capsys):
+    series_abc(stack)
+    new_release(stack, monkeypatch, "0.0.2", UPSTREAMED_A_CONFLICTS_B)
+    line = _carry_resolving_b(stack)
+    commit_project(stack)
+    # 0.0.3 is carried from the line on 0.0.2, not from the default line.
+    new_release(stack, monkeypatch, "0.0.3", {
+        **UPSTREAMED_A_CONFLICTS_B, "line 20\n": "line TWENTY\n"
+    })
+    carry(line, "0.0.3")
+    newer = stack.line("0.0.3")
+    assert 'carried_from = "0.0.2"' in (newer.patches /
+                                        "carried.toml").read_text()
+    committed = _files(newer.patches)
+    commit_project(stack)
+
+    # A fresh clone's `make rebase TO=0.0.3`, without LINE=: the default
+    # line on the command line, the line on 0.0.2 carried, the same bytes.
+    shutil.rmtree(newer.src)
+    capsys.readouterr()
+    source = recorded_source(stack, "0.0.3")
+    assert source.patches == line.patches
+    assert "carried from patches-0.0.2/" in capsys.readouterr().out
+    carry(source, "0.0.3")
+    assert _files(newer.patches) == committed
+    # Carrying onto 0.0.2 again still starts from the default line.
+    assert recorded_source(stack, "0.0.2") == stack

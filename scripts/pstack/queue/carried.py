@@ -22,7 +22,9 @@ Two more decisions are made once and replayed:
     source_sha256 = "5e88489..."    # of the line since: not carried again
 
 The `[[carried]]` entries are in the line's order; carrying again puts a
-patch written in the line right after the patch before it.
+patch written in the line right after the patch before it. `carried_from`
+is the vLLM release of the line carried: `make rebase TO=<version>` without
+LINE= carries that line again.
 """
 
 from __future__ import annotations
@@ -69,6 +71,9 @@ class Record:
 
     carried: tuple[CarriedPatch, ...] = ()
     left_out: tuple[LeftOut, ...] = ()
+    # The vLLM release of the line carried ("": not recorded, the default
+    # line).
+    carried_from: str = ""
 
 
 @dataclass(frozen=True)
@@ -97,7 +102,8 @@ def read_record(line: Layout) -> Record:
         data = tomllib.loads(path.read_text())
         return Record(
             tuple(CarriedPatch(**e) for e in data.get("carried", [])),
-            tuple(LeftOut(**e) for e in data.get("left_out", [])))
+            tuple(LeftOut(**e) for e in data.get("left_out", [])),
+            str(data.get("carried_from", "")))
     except (tomllib.TOMLDecodeError, TypeError) as e:
         raise UserError(
             f"{path} is not a valid record: {e}",
@@ -124,6 +130,7 @@ def render_carried(to_version: str, source_dir: str, source_version: str,
     # replays this line's version of the patch (resolutions included).
     # A patch with no source was written in this line; a patch left out
     # is not carried again while its source is unchanged.
+    carried_from = "0.0.1"
     <BLANKLINE>
     [[carried]]
     patch = "B.patch"
@@ -146,6 +153,7 @@ def render_carried(to_version: str, source_dir: str, source_version: str,
         "# replays this line's version of the patch (resolutions included).",
         "# A patch with no source was written in this line; a patch left out",
         "# is not carried again while its source is unchanged.",
+        f'carried_from = "{source_version}"',
     ]
     return "\n".join(header) + "\n\n" + _render_entries(record)
 

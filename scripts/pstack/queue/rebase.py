@@ -33,7 +33,8 @@ from ..core.series import read_patches, read_series
 from ..core.vllm_src import VllmSrc
 from .apply import apply
 from .carried import (CARRIED_TOML, CarriedPatch, Record, ReplayPlan,
-                      carried_from, left_out_of, replay_plan, write_record)
+                      carried_from, left_out_of, read_record, replay_plan,
+                      write_record)
 from .guard import ensure_safe_to_reset
 from .rebase_in_place import (RebaseState, Result, abort, no_version_given,
                               rebase, refuse_same_version)
@@ -52,8 +53,29 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
     if args.abort:
         abort_carry(layout, args.version)
     else:
-        carry(layout, args.version)
+        carry(recorded_source(layout, args.version), args.version)
     return 0
+
+
+def recorded_source(layout: Layout, version: str | None) -> Layout:
+    """The line to carry onto `version`: `layout`, unless it is the default
+    line because no LINE= was given and the line on `version` records
+    (carried_from) that it was carried from another line, which is then
+    carried again: from a fresh clone, `make rebase TO=<version>` makes the
+    committed line whichever line it came from."""
+    if version is None or not layout.is_default_line:
+        return layout
+    line = layout.line(version)
+    if not line.base_file.exists():
+        return layout
+    carried_from = read_record(line).carried_from
+    if not carried_from or carried_from == BasePin.load(
+            layout.base_file).version:
+        return layout
+    source = layout.existing_line(carried_from)
+    progress(f"{line.patches.name}/ was carried from {source.patches.name}/ "
+             f"({CARRIED_TOML}): carrying that line")
+    return source
 
 
 # ---------------------------------------------------------------- carrying
