@@ -168,7 +168,8 @@ def _render_entries(record: Record) -> str:
                 f'source_sha256 = "{entry.source_sha256}"'
             ]
         text.append("")
-    for out in record.left_out:
+    # By name: the same text whether the carry or `make export` wrote it.
+    for out in sorted(record.left_out, key=lambda out: out.source):
         text += [
             "[[left_out]]", f'source = "{out.source}"',
             f'source_sha256 = "{out.source_sha256}"', ""
