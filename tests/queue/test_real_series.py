@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 
 import pytest
+from conftest import git
 from pstack.core.gitrepo import GitRepo
-from pstack.core.layout import Layout
+from pstack.core.layout import REPO, Layout
 from pstack.core.series import read_series
 from pstack.queue.apply import apply
 from pstack.queue.check_series import lint_series
@@ -48,3 +52,29 @@ def test_apply_then_export_reproduces_patches_byte_for_byte(scratch):
 
 def test_every_patch_is_upstream_shaped(scratch):
     lint_series(scratch)
+
+
+def _other_lines() -> list[str]:
+    return [version for version, _ in Layout.default().lines()[1:]]
+
+
+@pytest.mark.network
+@pytest.mark.parametrize("version", _other_lines())
+def test_make_rebase_rewrites_each_line_byte_for_byte(tmp_path, version):
+    """A fresh clone's `make rebase TO=<version>` makes the committed line:
+    every resolution replayed from its record, nothing asked."""
+    real = Layout.default()
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(REPO), str(clone))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pstack", "rebase", version],
+        cwd=clone,
+        env={
+            **os.environ, "PYTHONPATH": str(clone / "scripts"),
+            "PSTACK_CACHE": str(real.cache),
+            "PSTACK_LINE": ""
+        },
+        capture_output=True,
+        text=True)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert git(clone, "status", "--porcelain", "--untracked-files=no") == ""
