@@ -6,8 +6,14 @@ from __future__ import annotations
 
 import time
 
+import pytest
+from pstack.core.errors import UserError
+from pstack.core.layout import Layout
+from pstack.core.pin import BasePin
+from pstack.harness import run_tests
 from pstack.harness.junit import Counts
-from pstack.harness.run_tests import finish, pytest_batches
+from pstack.harness.run_tests import (finish, pytest_batches,
+                                      upstream_suite_tests)
 
 
 def test_files_with_in_process_engines_run_in_a_process_of_their_own(tmp_path):
@@ -45,3 +51,31 @@ def test_finish_fails_if_nothing_passed_or_pytest_failed(capsys):
     assert finish(Counts(passed=2), [2], start) == 1
     # pytest's 5: nothing collected, as a filtered run may.
     assert finish(Counts(passed=2), [5], start) == 0
+
+
+def test_upstream_suites_expand_to_their_test_files(tmp_path, monkeypatch):
+    layout = Layout(patches=tmp_path / "patches",
+                    src=tmp_path / "vllm-src",
+                    cache=tmp_path / "cache")
+    layout.patches.mkdir()
+    BasePin(version="0.0.1",
+            sdist="vllm-0.0.1.tar.gz",
+            sdist_sha256="0",
+            wheel="vllm-0.0.1-cp38-abi3-linux_x86_64.whl",
+            wheel_sha256="0").dump(layout.base_file)
+    for name in ("tests/suite/test_b.py", "tests/suite/sub/test_a.py",
+                 "tests/suite/utils.py", "tests/test_alone.py"):
+        (layout.src / name).parent.mkdir(parents=True, exist_ok=True)
+        (layout.src / name).write_text("")
+    listed = tmp_path / "vllm-suites-0.0.1.txt"
+    monkeypatch.setattr(run_tests, "suites_file", lambda version: listed)
+    assert upstream_suite_tests(layout) == []
+    listed.write_text(
+        "# the suites\ntests/suite\n\ntests/test_alone.py  # one\n")
+    assert upstream_suite_tests(layout) == [
+        "tests/suite/sub/test_a.py", "tests/suite/test_b.py",
+        "tests/test_alone.py"
+    ]
+    listed.write_text("tests/gone\n")
+    with pytest.raises(UserError, match="names tests/gone"):
+        upstream_suite_tests(layout)

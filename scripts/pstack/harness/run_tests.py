@@ -6,6 +6,9 @@ check-bisect checks every prefix of the series (see check_bisect.py),
 reusing the tip run for test files a prefix shares with the tip. Each
 linter and each prefix counts as one test.
 
+A line whose series changes upstream's code rather than adding its own
+also runs upstream's tests of that code (ci/vllm-suites-<version>.txt).
+
 The project's tests (tests/, the lm-eval gate among them) run once, on the
 default line. Each other line of the checkout (patches-<version>/) is set up
 first if needed and runs its own part in its own venv, alongside the default
@@ -76,10 +79,44 @@ def touched_vllm_tests(layout: Layout) -> list[str]:
     pin = BasePin.load(layout.base_file)
     out = VllmSrc(layout.src).git("diff", "--name-only", "--diff-filter=AM",
                                   pin.tag, SERIES, "--", "tests/")
-    return [
-        p for p in out.split()
-        if Path(p).name.startswith("test_") and p.endswith(".py")
-    ]
+    return [p for p in out.split() if _is_test_file(p)]
+
+
+def _is_test_file(path: str) -> bool:
+    return Path(path).name.startswith("test_") and path.endswith(".py")
+
+
+def suites_file(version: str) -> Path:
+    """The upstream test suites a line runs besides the test files of its
+    series (ci/vllm-suites-<version>.txt; no file: none)."""
+    return REPO / "ci" / f"vllm-suites-{version}.txt"
+
+
+def upstream_suite_tests(layout: Layout) -> list[str]:
+    """The test files of the upstream suites the line's suites file names,
+    in its vllm-src: each path a file, or a directory of `test_*.py`."""
+    version = BasePin.load(layout.base_file).version
+    listed = suites_file(version)
+    if not listed.exists():
+        return []
+    files = []
+    for line in listed.read_text().splitlines():
+        entry = line.split("#", 1)[0].strip()
+        if not entry:
+            continue
+        path = layout.src / entry
+        if path.is_dir():
+            files += sorted(
+                p.relative_to(layout.src).as_posix()
+                for p in path.rglob("test_*.py"))
+        elif path.is_file() and _is_test_file(entry):
+            files.append(entry)
+        else:
+            raise UserError(
+                f"{listed.name} names {entry}, which is no test file or "
+                f"directory in {layout.src.name}",
+                f"correct {listed}")
+    return files
 
 
 def _pytest(args: list[str], cwd: Path, junit: Path, env: dict[str,
@@ -146,9 +183,16 @@ def pytest_batches(src: Path, files: list[str]) -> list[list[str]]:
 
 def vllm_tests_at_tip(layout: Layout, tmp: Path,
                       env: dict[str, str]) -> tuple[Counts, dict[str, str]]:
-    """The vLLM test files the line touches, at its tip: counts, and the
-    outcome per file (check-bisect reuses it)."""
-    vllm_tests = touched_vllm_tests(layout)
+    """The vLLM test files the line touches and its upstream suites, at its
+    tip: counts, and the outcome per file (check-bisect reuses it)."""
+    touched = touched_vllm_tests(layout)
+    suites = [f for f in upstream_suite_tests(layout) if f not in touched]
+    if suites:
+        progress(
+            f"{layout.src.name}: {len(touched)} test files of the "
+            f"series and {len(suites)} of upstream's suites "
+            f"({suites_file(BasePin.load(layout.base_file).version).name})")
+    vllm_tests = touched + suites
     counts: Counts = Counts()
     by_file: dict[str, str] = {}
     start = time.monotonic()
