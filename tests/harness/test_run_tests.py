@@ -12,7 +12,7 @@ from pstack.core.layout import Layout
 from pstack.core.pin import BasePin
 from pstack.harness import run_tests
 from pstack.harness.junit import Counts
-from pstack.harness.run_tests import (finish, pytest_batches,
+from pstack.harness.run_tests import (bisects, finish, pytest_batches,
                                       upstream_suite_tests)
 
 
@@ -79,3 +79,24 @@ def test_upstream_suites_expand_to_their_test_files(tmp_path, monkeypatch):
     listed.write_text("tests/gone\n")
     with pytest.raises(UserError, match="names tests/gone"):
         upstream_suite_tests(layout)
+
+
+def test_the_default_and_the_newest_line_bisect(tmp_path):
+
+    def line(folder: str, version: str) -> None:
+        (tmp_path / folder).mkdir()
+        BasePin(version=version,
+                sdist=f"vllm-{version}.tar.gz",
+                sdist_sha256="0",
+                wheel=f"vllm-{version}-cp38-abi3-linux_x86_64.whl",
+                wheel_sha256="0").dump(tmp_path / folder / "base.toml")
+
+    line("patches", "0.9.2")
+    line("patches-0.10.2", "0.10.2")
+    line("patches-0.32.0", "0.32.0")
+    default = Layout(patches=tmp_path / "patches",
+                     src=tmp_path / "vllm-src",
+                     cache=tmp_path / "cache")
+    assert [bisects(default.line(v))
+            for v in ("0.10.2", "0.32.0")] == [False, True]
+    assert bisects(default)

@@ -8,6 +8,7 @@ linter and each prefix counts as one test.
 
 A line whose series changes upstream's code rather than adding its own
 also runs upstream's tests of that code (ci/vllm-suites-<version>.txt).
+check-bisect runs on the default and the newest line (bisects()).
 
 The project's tests (tests/, the lm-eval gate among them) run once, on the
 default line. Each other line of the checkout (patches-<version>/) is set up
@@ -225,14 +226,41 @@ def lm_eval_gate(layout: Layout) -> Counts:
 
 def run_line(layout: Layout) -> Counts:
     """A line's own part of the run, in its venv (this process): its vLLM
-    tests at the tip, the lm-eval gate, check-bisect."""
+    tests at the tip, the lm-eval gate, check-bisect if it bisects."""
     env = test_env()
     with tempfile.TemporaryDirectory() as tmp:
         total, tip_results = vllm_tests_at_tip(layout, Path(tmp), env)
     total += lm_eval_gate(layout)
-    if os.environ.get("PSTACK_NO_BISECT") != "1":
+    if os.environ.get("PSTACK_NO_BISECT") == "1":
+        return total
+    if bisects(layout):
         total += _bisect(layout, tip_results)
+    else:
+        progress(f"check-bisect: not in `make test` for {layout.patches.name}/"
+                 " (a line between the default and the newest one; `make "
+                 "check-bisect LINE=<version>` checks its prefixes)")
     return total
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """
+    >>> _release("0.10.2") > _release("0.9.2")
+    True
+    """
+    return tuple(int(part) for part in version.split(".") if part.isdigit())
+
+
+def bisects(layout: Layout) -> bool:
+    """Whether `make test` checks every prefix of the line: the default
+    line's patches are the series and the newest line's are what upstream
+    still lacks, both sent upstream patch by patch; a line in between is
+    the default line carried for those who run that release, tested at its
+    tip (its prefixes' patches are checked on the default line)."""
+    if layout.is_default_line:
+        return True
+    versions = [version for version, _ in layout.default_line().lines()]
+    newest = max(versions, key=_release)
+    return BasePin.load(layout.base_file).version == newest
 
 
 def finish(total: Counts, returncodes: list[int], start: float) -> int:
