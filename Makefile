@@ -19,7 +19,7 @@ VENV   ?= $(if $(wildcard patches-$(LINE)),.venv-$(LINE),.venv)
 PSTACK  = PSTACK_LINE=$(LINE) PYTHONPATH=scripts $(PY) -m pstack
 
 # `private`: not inherited by prerequisites (setup must run with $(PYTHON)).
-models wheel test stress bench demo check-bisect: private PY = $(VPY)
+models wheel test stress bench demo check-bisect pr: private PY = $(VPY)
 # PROFILE=gpu runs on a GPU machine with the Python that has the CUDA wheel
 # and lm-eval (PYTHON=...), not .venv. See docs/testing.md.
 lm-eval: private PY = $(if $(filter gpu,$(PROFILE)),$(PYTHON),$(VPY))
@@ -53,7 +53,7 @@ rebase-abort:
 rebase-report:
 	$(PSTACK) rebase-report $(TO)
 
-pr:
+pr: setup
 	$(PSTACK) pr $(N)
 
 check-bisect: setup

@@ -68,8 +68,9 @@ COMMANDS = (
         "docs/reports/<version>/rebase.md", "TO=<version ...>"),
     Command(
         "pr", "queue.pr",
-        "out/pr/<nn>-<slug>/: title, body and patch, and a branch in "
-        "vllm-src, per patch (default: all)", "N=<number|name>"),
+        "out/pr/<nn>-<slug>/: title, body (the release's PR template) and "
+        "patch, and a branch in vllm-src, per patch (default: all); runs the "
+        "release's offline linters on each", "N=<number|name>"),
     # The build.
     Command("fetch", "build.fetch",
             "download and verify the pinned sdist and wheels (cached)"),

@@ -326,11 +326,15 @@ torch==2.13.0+cpu
 """
 PRE_COMMIT = ("repos:\n- repo: https://github.com/astral-sh/ruff-pre-commit\n"
               "  rev: v0.14.0\n  hooks:\n  - id: ruff-check\n"
-              "- repo: https://github.com/crate-ci/typos\n  rev: v1.43.5\n")
+              "- repo: https://github.com/crate-ci/typos\n  rev: v1.43.5\n"
+              "- repo: local\n  hooks:\n  - id: mypy\n"
+              "    additional_dependencies: [\"mypy==1.20.2\", types-PyYAML, "
+              "\"pydantic==2.13.5\"]\n  - id: png-lint\n"
+              "    additional_dependencies: [pillow]\n")
 LINE_TOOLS = [
     "pytest==9.1.0", "pytest-asyncio==1.4.0", "pytest-timeout==2.3.1",
     "tblib==3.1.0", "lm-eval==0.4.12", "ray==2.56.1", "ruff==0.14.0",
-    "wheel>=0.48"
+    "typos==1.43.5", "mypy==1.20.2", "types-PyYAML", "wheel>=0.48"
 ]
 
 

@@ -35,9 +35,18 @@ def test_pr_writes_title_body_patch_and_branch_with_prerequisites(
     from pstack.queue.pr import pr
     _series_for_pr(stack)
     out = tmp_path / "out"
-    folders = pr(stack, ["4", "b"], out, results_file=tmp_path / "none.json")
-    assert [f.name for f in folders] == ["04-core-d", "02-misc-b"]
+    # The fixture's vllm/core.py is lines of words, not Python: the base's
+    # linters, run on the branch of D, say so (B changes no Python).
+    with pytest.raises(UserError,
+                       match=r"linters failed: 4 ruff: issues in "
+                       r"vllm/core.py") as err:
+        pr(stack, ["4", "b"], out, results_file=tmp_path / "none.json")
+    assert "<linter>.log" in err.value.hint
+    assert sorted(f.name for f in out.iterdir()) == ["02-misc-b", "04-core-d"]
     d = out / "04-core-d"
+    assert "SyntaxError" in (d / "ruff.log").read_text()
+    assert "- ruff: issues in vllm/core.py" in (d / "body.md").read_text()
+    assert "- ruff: ok" in (out / "02-misc-b" / "body.md").read_text()
     assert (d / "title.txt").read_text() == "[Core] D\n"
     body = (d / "body.md").read_text()
     assert ("## Purpose\n\nWhy: the test needs a change.\n\n"

@@ -106,9 +106,20 @@ TEST_TOOLS = ("pytest", "pytest-asyncio", "pytest-timeout", "tblib", "lm-eval",
               "ray")
 LOCKED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;#\\]+)",
                     re.MULTILINE)
-# then the ruff of the base's .pre-commit-config.yaml,
+# then the linters of the base's .pre-commit-config.yaml that run offline
+# (`make pr` runs them on each PR): ruff and, where the base has them, typos
+# and mypy with the stubs its hook adds (not its pydantic pin: the
+# runtime's pydantic stays),
 RUFF_HOOK = re.compile(
     r"astral-sh/ruff-pre-commit['\"]?\s*\n\s*rev:\s*['\"]?v?([^\s'\"#]+)")
+TYPOS_HOOK = re.compile(
+    r"crate-ci/typos['\"]?\s*\n\s*rev:\s*['\"]?v?([^\s'\"#]+)")
+# A hook: from its `- id:` line up to the next one.
+HOOK = re.compile(r"^\s*-\s*id:\s*(\S+)(.*?)(?=^\s*-\s*id:|\Z)",
+                  re.MULTILINE | re.DOTALL)
+HOOK_DEPENDENCIES = re.compile(
+    r"additional_dependencies:\s*(?:&\w+\s*)?\[([^\]]*)\]")
+RUNTIME_OWNED = ("pydantic", )
 # and what `make wheel` repacks wheels with (`wheel pack --local-version`,
 # build/wheels.py), which the lock does not pin;
 PACKER = "wheel>=0.48"
@@ -468,6 +479,35 @@ def ruff_version(pre_commit_config: str) -> str | None:
     return found.group(1) if found else None
 
 
+def lint_tools(pre_commit_config: str) -> list[str]:
+    """Requirements for the offline linters of a .pre-commit-config.yaml
+    besides ruff: typos at its hook's rev, mypy and the packages its hook
+    adds (but those the runtime owns).
+
+    >>> lint_tools("- repo: https://github.com/crate-ci/typos\\n"
+    ...            "  rev: v1.43.5\\n  - id: mypy\\n    entry: x\\n"
+    ...            '    additional_dependencies: ["mypy==1.20.2", regex, '
+    ...            '"pydantic==2.13.5"]\\n')
+    ['typos==1.43.5', 'mypy==1.20.2', 'regex']
+    >>> lint_tools("repos: []\\n")
+    []
+    """
+    tools = []
+    typos = TYPOS_HOOK.search(pre_commit_config)
+    if typos:
+        tools.append(f"typos=={typos.group(1)}")
+    mypy = next((body for hook_id, body in HOOK.findall(pre_commit_config)
+                 if hook_id.startswith("mypy")), "")
+    dependencies = HOOK_DEPENDENCIES.search(mypy)
+    if dependencies:
+        for item in dependencies.group(1).split(","):
+            requirement = item.strip().strip("'\"")
+            name = re.split(r"[=<>!~\[ ]", requirement, maxsplit=1)[0]
+            if requirement and _normalized(name) not in RUNTIME_OWNED:
+                tools.append(requirement)
+    return tools
+
+
 def locked_versions(lock: str) -> dict[str, str]:
     """The `name==version` lines of a uv-compiled requirements file, by
     normalized name (lower case, `-` for any run of `-_.`, as pip compares
@@ -487,7 +527,7 @@ def _normalized(name: str) -> str:
 def line_test_tools(src: Path) -> list[str]:
     """What a line on a published wheel installs besides the wheel, as
     requirements: TEST_TOOLS at the versions the tree's TEST_LOCK pins, the
-    ruff of its .pre-commit-config.yaml, and PACKER. A tool the lock does
+    linters of its .pre-commit-config.yaml, and PACKER. A tool the lock does
     not pin is an error, not an unpinned install: the line tests with its
     release's versions."""
     lock = src / TEST_LOCK
@@ -511,7 +551,8 @@ def line_test_tools(src: Path) -> list[str]:
             f"{config} names no ruff-pre-commit rev: the ruff the line lints "
             "with is unknown", "check the ruff hook of that file")
     tools = [f"{name}=={pins[_normalized(name)]}" for name in TEST_TOOLS]
-    return [*tools, f"ruff=={ruff}", PACKER]
+    linters = [f"ruff=={ruff}", *lint_tools(config.read_text())]
+    return [*tools, *linters, PACKER]
 
 
 def _pip(layout: Layout,

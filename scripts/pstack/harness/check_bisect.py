@@ -38,9 +38,9 @@ from ..core.check_results import PatchResult, load_results, save_results
 from ..core.errors import UserError, progress
 from ..core.gitrepo import GitRepo
 from ..core.layout import Layout
+from ..core.lint import lint, linters_for
 from ..core.pin import BasePin
 from ..core.vllm_src import SERIES, VllmSrc
-from .lint import lint, linters_for
 from .testenv import DESELECT_FILE, deselected, test_env
 
 HERE = Path(__file__).parent

@@ -37,11 +37,11 @@ from pathlib import Path
 
 from ..core.errors import UserError, progress
 from ..core.layout import REPO, Layout
+from ..core.lint import lint, linters_for
 from ..core.pin import BasePin
 from ..core.vllm_src import SERIES, VllmSrc
 from .check_bisect import check_bisect, print_report
 from .junit import Counts, junit_by_file, junit_counts
-from .lint import lint, linters_for
 from .other_lines import (finish_other_line, one_bisect_at_a_time, other_lines,
                           prepare_line, pstack_env, start_other_line,
                           stop_other_lines)

@@ -2,10 +2,10 @@
 
 For each selected patch (all by default) this writes out/pr/<nn>-<slug>/:
   title.txt  the PR title (the patch subject, already in vLLM's [Tag] style)
-  body.md    why (the commit body), what changed (diffstat), the test plan
-             with its commands, the recorded test results (make
-             check-bisect / make test), `Part of RFC #19854`, what it
-             depends on, DCO status
+  body.md    in the PR template of the line's release (pr_body.py): why
+             (the commit body), what it depends on, the test plan with its
+             commands, the recorded test results (make check-bisect / make
+             test), the release's linters run on the branch, DCO status
   patch      the commit as `git am` takes it, on top of its prerequisites
 and points branch pr/<nn>-<slug> of vllm-src at: the base + the patch's
 prerequisites + the patch. Prerequisites are the earlier patches that
@@ -14,8 +14,11 @@ the patch does not apply on those alone, it is the whole series before it.
 Nothing goes to the network: opening the PR is left to the user.
 
 The DCO check (a Signed-off-by: trailer naming the commit's author, as
-vLLM's DCO bot wants) runs on every selected patch; a failure is reported
-by name after the folders are written, and the command exits non-zero.
+vLLM's DCO bot wants) and the linters of the release's pre-commit config
+that run offline (core/lint.py, core/precommit.py, on the files the PR
+changes, in a worktree of its branch) run on every selected patch; a
+failure is reported by name after the folders are written, and the command
+exits non-zero.
 """
 
 from __future__ import annotations
@@ -26,18 +29,18 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core.check_results import load_results
 from ..core.errors import UserError, progress
 from ..core.gitrepo import STACK_COMMITTER
 from ..core.layout import Layout
+from ..core.lint import LintResult, lint, linters_for
 from ..core.patch import Patch
 from ..core.pin import BasePin
+from ..core.precommit import Tools, hooks_for, run_hook
 from ..core.series import format_patch, read_series
 from ..core.vllm_src import SERIES, VllmSrc
 from .apply import apply
 from .guard import refuse_unexported
-
-RFC = "Part of RFC #19854"
+from .pr_body import PrContext, body, results_for
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -185,24 +188,6 @@ def _test_files(p: SeriesPatch) -> list[str]:
     ]
 
 
-def _results(src: VllmSrc, p: SeriesPatch, results_file: Path) -> str:
-    tree = src.tree(p.commit)
-    record = next((r for r in load_results(results_file) if r.tree == tree),
-                  None)
-    if record is None:
-        return ("No results recorded for this version of the patch: run "
-                "`make check-bisect` (or `make test`).")
-    checks = ", ".join(f"{k}: {v}" for k, v in record.checks.items())
-    lines = [
-        f"`make check-bisect` on {record.date}, at this patch on top of the "
-        "ones before it in the series (CPU, Python only; same tree as this "
-        "patch):", "", f"- {checks}"
-    ]
-    if record.ran:
-        lines.append(f"- tests: {record.ran}")
-    return "\n".join(lines)
-
-
 def _depends_on(patches: list[SeriesPatch], p: SeriesPatch) -> list[str]:
     deps = []
     for n in p.prereqs:
@@ -219,70 +204,42 @@ def _depends_on(patches: list[SeriesPatch], p: SeriesPatch) -> list[str]:
     return deps
 
 
-def _test_plan(p: SeriesPatch) -> list[str]:
-    tests = _test_files(p)
-    py = [f for f in p.files if f.endswith(".py")]
-    plan = ["```sh"]
-    if not tests:
-        plan.append("# no test files in this patch: covered by the tests of "
-                    "later patches")
-    if tests:
-        plan.append(f"pytest -q {' '.join(tests)}")
-    if py:
-        plan.append(f"pre-commit run --files {' '.join(py)}   "
-                    "# ruff, yapf, isort")
-    return plan + [
-        "```", "", "On CPU, as the patch stack runs it: `make check-bisect` "
-        "checks this patch on top of the ones before it (compile, ruff, "
-        "yapf, isort, the tests above)."
-    ]
+def lint_branch(src: VllmSrc, layout: Layout, pin: BasePin,
+                p: SeriesPatch) -> list[LintResult]:
+    """The release's linters on the files the PR changes, at its branch."""
+    changed = src.git("diff", "--name-only", "--diff-filter=AM",
+                      f"{p.branch}~1", p.branch).split()
+    tree = src.scratch_worktree(layout.build / "pr-branch", p.branch).path
+    base = src.scratch_worktree(layout.build / "pr-base", pin.tag).path
+    python = [f for f in changed if f.endswith(".py")]
+    results = [lint(linter, python, tree) for linter in linters_for(tree)]
+    tools = Tools(layout.venv)
+    hooks = hooks_for(tree)
+    missing = tools.missing(hooks)
+    if missing:
+        raise UserError(
+            f"{layout.venv.name} lacks {', '.join(missing)}, which the "
+            f"pre-commit config of vLLM {pin.version} runs", "make setup" +
+            ("" if layout.is_default_line else f" LINE={pin.version}"))
+    return results + [run_hook(h, tree, base, changed, tools) for h in hooks]
 
 
-def _body(src: VllmSrc, pin: BasePin, patches: list[SeriesPatch],
-          p: SeriesPatch, results_file: Path) -> str:
-    stat = src.git("diff", "--stat=80", f"{p.branch}~1", p.branch).rstrip()
-    if p.prereqs:
-        word = "patches" if len(p.prereqs) > 1 else "patch"
-        before = f"{word} {', '.join(map(str, p.prereqs))} + "
-    else:
-        before = ""
-    dco = p.patch.dco_problem()
-    return "\n".join([
-        "## Purpose",
-        "",
-        p.patch.body,
-        "",
-        f"{RFC}.",
-        "",
-        "## Depends on",
-        "",
-        *(_depends_on(patches, p)
-          or [f"Nothing: applies directly on vLLM {pin.version}."]),
-        "",
-        f"Branch `{p.branch}` in vllm-src: {pin.tag} + {before}this patch "
-        f"({p.number}/{len(patches)} of the series).",
-        "",
-        "## Changes",
-        "",
-        "```",
-        stat,
-        "```",
-        "",
-        "## Test Plan",
-        "",
-        *_test_plan(p),
-        "",
-        "## Test Result",
-        "",
-        _results(src, p, results_file),
-        "",
-        "---",
-        "",
-        "DCO: " + (f"FAILED: {dco}" if dco else
-                   f"ok, signed off by the author {p.patch.author}"),
-        f"Upstream-Status: {p.patch.upstream_status or '(none)'}",
-        "",
-    ])
+def _context(src: VllmSrc, layout: Layout, pin: BasePin,
+             patches: list[SeriesPatch], p: SeriesPatch, results_file: Path,
+             lints: list[LintResult]) -> PrContext:
+    return PrContext(pin=pin,
+                     number=p.number,
+                     series_length=len(patches),
+                     branch=p.branch,
+                     prereqs=p.prereqs,
+                     depends_on=_depends_on(patches, p),
+                     diffstat=src.git("diff", "--stat=80", f"{p.branch}~1",
+                                      p.branch).rstrip(),
+                     test_files=_test_files(p),
+                     python_files=[f for f in p.files if f.endswith(".py")],
+                     results=results_for(results_file, src.tree(p.commit),
+                                         "CPU, Python only"),
+                     lints=lints)
 
 
 def select(patches: list[SeriesPatch], which: list[str]) -> list[SeriesPatch]:
@@ -328,19 +285,29 @@ def pr(layout: Layout,
     for p in chosen:
         _branch(src, pin, patches, p)
     written = []
+    lint_failures = []
     for p in chosen:
+        progress(f"PR {p.number}/{len(patches)}: linting {p.branch}")
+        lints = lint_branch(src, layout, pin, p)
         folder = out / p.slug
         if folder.exists():
             shutil.rmtree(folder)
         folder.mkdir(parents=True)
         (folder / "title.txt").write_text(p.subject + "\n")
-        (folder / "body.md").write_text(
-            _body(src, pin, patches, p, results_file))
+        ctx = _context(src, layout, pin, patches, p, results_file, lints)
+        (folder / "body.md").write_text(body(src.path, p.patch, ctx))
         (folder / "patch").write_text(format_patch(src, p.branch))
+        failed = [r for r in lints if not r.ok]
+        for r in failed:
+            (folder / f"{r.linter}.log").write_text(r.output)
+        lint_failures += [
+            f"{p.number} {r.linter}: {r.summary}" for r in failed
+        ]
         dco = p.patch.dco_problem()
         deps = f" after {', '.join(map(str, p.prereqs))}" if p.prereqs else ""
         progress(f"{folder}: {p.subject} (branch {p.branch}{deps})" +
-                 (f"; DCO FAILED: {dco}" if dco else ""))
+                 (f"; DCO FAILED: {dco}" if dco else "") +
+                 "".join(f"; {r.linter}: {r.summary}" for r in failed))
         written.append(folder)
     bad = [
         f"{p.number} {p.name}: {p.patch.dco_problem()}" for p in chosen
@@ -351,4 +318,9 @@ def pr(layout: Layout,
             "DCO check failed: " + "; ".join(bad),
             "add the author's sign-off (`git commit --amend -s` as the "
             "author, or reword), `make export`, then `make pr` again")
+    if lint_failures:
+        raise UserError(
+            "linters failed: " + "; ".join(lint_failures),
+            f"their output is in {out}/<pr>/<linter>.log; fix the patch in "
+            "vllm-src, `make export`, then `make pr` again")
     return written

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pstack.harness.lint import RUFF_ERA, YAPF_ERA, lint, linters_for
+from pstack.core.lint import RUFF_ERA, YAPF_ERA, lint, linters_for
 
 RUFF_ONLY = """\
 - repo: https://github.com/astral-sh/ruff-pre-commit

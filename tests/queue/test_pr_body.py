@@ -1,0 +1,100 @@
+"""The PR body in the template of the line's release (queue/pr_body.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pstack.core.lint import LintResult
+from pstack.core.patch import Patch
+from pstack.core.pin import BasePin
+from pstack.queue.pr_body import PrContext, body
+
+OVERVIEW_TEMPLATE = """<!-- markdownlint-disable -->
+
+## Overview
+
+## Claims
+
+## Validation
+
+## Details
+
+---
+
+<details>
+<summary> Pull Request Checklist </summary>
+
+- [ ] I used vLLM's `/pr-checklist` skill.
+- [ ] AI assistance was used during the creation of this PR.
+</details>
+
+**BEFORE SUBMITTING, PLEASE READ <https://docs.vllm.ai/en/latest/contributing>**
+"""
+MESSAGE = """The worker asserts success, so a failed copy stops the engine
+(#39732; PR #52838 is open).
+
+What changes:
+
+- a failed load is reported through failed_recving;
+- a failed store frees its blocks.
+
+Tests: unit and engine tests.
+
+Upstream-Status: Pending
+Signed-off-by: Ada Lovelace <ada@example.com>"""
+
+
+def _context() -> PrContext:
+    pin = BasePin(version="0.32.0",
+                  sdist="vllm-0.32.0.tar.gz",
+                  sdist_sha256="0",
+                  wheel="w.whl",
+                  wheel_sha256="0")
+    return PrContext(pin=pin,
+                     number=7,
+                     series_length=12,
+                     branch="pr/07-x",
+                     prereqs=[6],
+                     depends_on=["- [KV offload] Plan (branch `pr/06-y`)"],
+                     diffstat=" vllm/a.py | 2 +-",
+                     test_files=["tests/test_a.py"],
+                     python_files=["vllm/a.py", "tests/test_a.py"],
+                     results="No results recorded.",
+                     lints=[
+                         LintResult("ruff", "ok"),
+                         LintResult("mypy", "ok"),
+                     ])
+
+
+def test_a_release_with_the_overview_template(tmp_path: Path):
+    (tmp_path / ".github").mkdir()
+    (tmp_path / ".github" /
+     "PULL_REQUEST_TEMPLATE.md").write_text(OVERVIEW_TEMPLATE)
+    patch = Patch.parse("[Bugfix][KV offload] Recover",
+                        "Ada Lovelace <ada@example.com>", MESSAGE)
+    text = body(tmp_path, patch, _context())
+    sections = [line for line in text.splitlines() if line.startswith("## ")]
+    assert sections == [
+        "## Overview", "## Claims", "## Validation", "## Details"
+    ]
+    assert "Related: #39732, #52838." in text
+    assert ("## Claims\n\n- a failed load is reported through failed_recving;"
+            "\n- a failed store frees its blocks.\n") in text
+    assert ("## Details\n\nWhat changes (the claims above).\n\nTests: unit "
+            "and engine tests." in text)
+    assert "Depends on:\n\n- [KV offload] Plan (branch `pr/06-y`)" in text
+    assert "pytest -v -s tests/test_a.py" in text
+    assert "- ruff: ok\n- mypy: ok" in text
+    assert "- [x] AI assistance was used" in text
+    assert "- [ ] I used vLLM's `/pr-checklist` skill." in text
+    assert "BEFORE SUBMITTING" not in text
+    assert "Signed-off-by" not in text.split("<!-- DCO")[0]
+    assert "<!-- DCO: ok, signed off by the author Ada Lovelace" in text
+
+
+def test_a_release_with_the_purpose_template(tmp_path: Path):
+    patch = Patch.parse("[Core] A", "Ada Lovelace <ada@example.com>", MESSAGE)
+    text = body(tmp_path, patch, _context())
+    assert text.startswith("## Purpose\n\nThe worker asserts success")
+    assert "Part of RFC #19854." in text
+    assert "## Test Plan" in text and "## Test Result" in text
