@@ -1,5 +1,5 @@
 """`make bench`: the project's benchmarks, printed as tables (B=<name> for
-one).
+one; LINE=<version> for another line's).
 
 Figures are printed, never asserted: they depend on the machine. Each
 benchmark is a module of this package with `run(layout)`, registered in
@@ -13,8 +13,10 @@ import argparse
 
 from ...core.errors import UserError
 from ...core.layout import Layout
-from . import (block_hashing, cross_layer, engine_throughput, offload_manager,
-               serving, step_overhead, transfer)
+from ...core.pin import BasePin
+from . import (block_hashing, cross_layer, engine_throughput, host_transfer,
+               offload_manager, serving, serving_upstream, step_overhead,
+               tier_ttft, transfer)
 
 # Name (B=) -> module, in the order `make bench` runs them.
 BENCHMARKS = {
@@ -27,18 +29,46 @@ BENCHMARKS = {
     "serving": serving,
 }
 
+# A line on a vLLM with offloading of its own (0.11 and later) carries the
+# CPU platform for it, not the series' connector: its benchmarks measure
+# that.
+UPSTREAM_OFFLOADING_BENCHMARKS = {
+    "transfer": host_transfer,
+    "ttft": tier_ttft,
+    # TTFT again (for its chart), then the serving workloads.
+    "serving": serving_upstream,
+}
+FIRST_UPSTREAM_OFFLOADING = (0, 11)
+
+
+def release(version: str) -> tuple[int, ...]:
+    """
+    >>> release("0.10.2") < release("0.11") <= release("0.32.0")
+    True
+    """
+    return tuple(int(part) for part in version.split(".") if part.isdigit())
+
+
+def benchmarks_for(layout: Layout) -> dict:
+    version = BasePin.load(layout.base_file).version
+    if release(version) >= FIRST_UPSTREAM_OFFLOADING:
+        return UPSTREAM_OFFLOADING_BENCHMARKS
+    return BENCHMARKS
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("names",
                         nargs="*",
                         metavar="name",
-                        help=f"one of {', '.join(BENCHMARKS)} (default: all)")
+                        help="one of the line's benchmarks (default: all)")
 
 
 def run(args: argparse.Namespace, layout: Layout) -> int:
-    for name in args.names or list(BENCHMARKS):
-        if name not in BENCHMARKS:
-            raise UserError(f"unknown benchmark {name!r}",
-                            f"make bench B=<one of {', '.join(BENCHMARKS)}>")
-        BENCHMARKS[name].run(layout)
+    benchmarks = benchmarks_for(layout)
+    for name in args.names or list(benchmarks):
+        if name not in benchmarks:
+            raise UserError(
+                f"unknown benchmark {name!r} for {layout.patches.name}/",
+                f"make bench B=<one of {', '.join(benchmarks)}>")
+        benchmarks[name].run(layout)
     return 0

@@ -7,22 +7,32 @@ from pathlib import Path
 TTFT_SERIES = (("cold_s", "recomputed",
                 "#c44e52"), ("cpu_s", "CPU-tier hit (loaded)", "#4c72b0"),
                ("gpu_s", "GPU prefix-cache hit", "#55a868"))
+# The 0.32 line's (tier_ttft.py's rows).
+TIER_TTFT_SERIES = (("recompute_s", "recomputed",
+                     "#c44e52"), ("fs_hit_s", "fs tier hit", "#8172b2"),
+                    ("cpu_hit_s", "CPU tier hit", "#4c72b0"),
+                    ("kv_hit_s", "KV-cache prefix hit", "#55a868"))
 
 
-def write_ttft_chart(rows: list[dict], title: str, path: Path) -> None:
-    """Grouped bars: time to first token by prompt length, for a prompt
-    recomputed, loaded from the CPU tier, and found in the GPU prefix cache.
-    rows: offload_ttft.py's output."""
+def write_ttft_chart(
+        rows: list[dict],
+        title: str,
+        path: Path,
+        series: tuple[tuple[str, str, str], ...] = TTFT_SERIES) -> None:
+    """Grouped bars: time to first token by prompt length, one bar per
+    series (key of the rows, label, colour): by default a prompt recomputed,
+    loaded from the CPU tier, and found in the GPU prefix cache (rows:
+    offload_ttft.py's output)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    width = 0.27
+    width = 0.8 / len(series)
     fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
     positions = range(len(rows))
-    for i, (key, label, color) in enumerate(TTFT_SERIES):
-        bars = ax.bar([p + (i - 1) * width for p in positions],
-                      [r[key] for r in rows],
+    for i, (key, label, color) in enumerate(series):
+        offset = (i - (len(series) - 1) / 2) * width
+        bars = ax.bar([p + offset for p in positions], [r[key] for r in rows],
                       width,
                       label=label,
                       color=color)

@@ -27,8 +27,9 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from ...core.errors import UserError, progress
@@ -38,22 +39,85 @@ from ..tiny_models import generate
 from . import ttft
 from .charts import write_ttft_chart
 
-BLOCK_SIZE = 16
-# 1,536 tokens of GPU KV cache: one and a half documents.
-NUM_GPU_BLOCKS = 96
+# The servers' longest prompt (a document and a question, with room).
+MAX_MODEL_LEN = 2048
+# The CPU tier: 32,768 tokens, every document's KV several times over.
+CPU_TIER_TOKENS = 32768
 NUM_DOCUMENTS = 12
 DOCUMENT_WORDS = 1000
 QUESTIONS_PER_DOCUMENT = 4
 NO_REUSE_ROUNDS = 3
 OUTPUT_TOKENS = 16
 MAX_CONCURRENCY = 2
-OFFLOADING = {
-    "kv_connector": "OffloadingConnector",
-    "kv_role": "kv_both",
-    "kv_connector_extra_config": {
-        "num_cpu_blocks": 2048
-    },
-}
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What a line's servers and benchmark client need: the series'
+    connector (vLLM 0.9.2, 0.10.2) or upstream's offloading (0.32)."""
+
+    block_size: int
+    # The KV cache, in tokens: the 0.9.2 line's one and a half documents;
+    # vLLM 0.32 refuses a KV cache smaller than the longest prompt.
+    kv_cache_tokens: int
+    # The connector's kv_connector_extra_config, for a model dir.
+    extra_config: Callable[[str], dict]
+    server_flags: tuple[str, ...]
+    # The client's argv after the interpreter, for the line's tree.
+    client: Callable[[Layout], list[str]]
+    skip_chat_template: str
+    # Counters of (tokens hit, tokens looked up) in the CPU tier.
+    hit_metrics: tuple[str, str]
+    label: str
+
+    @property
+    def num_gpu_blocks(self) -> int:
+        return self.kv_cache_tokens // self.block_size
+
+    def offloading(self, model: str) -> dict:
+        return {
+            "kv_connector": "OffloadingConnector",
+            "kv_role": "kv_both",
+            "kv_connector_extra_config": self.extra_config(model),
+        }
+
+
+def kv_bytes_per_token(model: str) -> int:
+    """float32 K and V of every layer, from the model's config.json."""
+    config = json.loads((Path(model) / "config.json").read_text())
+    head_size = config.get("head_dim") or (config["hidden_size"] //
+                                           config["num_attention_heads"])
+    return (2 * config["num_hidden_layers"] * config["num_key_value_heads"] *
+            head_size * 4)
+
+
+SERIES_CONNECTOR = Setup(
+    block_size=16,
+    kv_cache_tokens=1536,
+    extra_config=lambda model: {"num_cpu_blocks": CPU_TIER_TOKENS // 16},
+    # vLLM 0.9.2 logs every request unless told not to.
+    server_flags=("--disable-log-requests", ),
+    client=lambda layout:
+    [str(layout.src / "benchmarks" / "benchmark_serving.py")],
+    skip_chat_template="--custom-skip-chat-template",
+    hit_metrics=("vllm:kv_offload_hit_tokens_total",
+                 "vllm:kv_offload_lookup_tokens_total"),
+    label="benchmark_serving.py; CPU engine, bench-llama fp32")
+UPSTREAM_OFFLOADING = Setup(
+    # vLLM 0.32's CPU attention wants blocks of a multiple of 32 tokens.
+    block_size=32,
+    # (and keeps one block of the KV cache out of use).
+    kv_cache_tokens=MAX_MODEL_LEN + 32,
+    extra_config=lambda model:
+    {"cpu_bytes_to_use": CPU_TIER_TOKENS * kv_bytes_per_token(model)},
+    server_flags=(),
+    client=lambda layout:
+    ["-m", "vllm.entrypoints.cli.main", "bench", "serve"],
+    skip_chat_template="--skip-chat-template",
+    hit_metrics=("vllm:external_prefix_cache_hits_total",
+                 "vllm:external_prefix_cache_queries_total"),
+    label="vllm bench serve; vLLM's CPU platform, bench-llama fp32, "
+    "upstream's OffloadingConnector with the line's CPU tier")
 WORDS = [
     "cache", "block", "layer", "token", "prefix", "offload", "memory", "copy",
     "store", "load", "tier", "engine", "request", "model", "batch", "step",
@@ -102,7 +166,7 @@ def _free_port() -> int:
 
 
 @contextmanager
-def served(model: str, env: dict[str, str], log: Path,
+def served(setup: Setup, model: str, env: dict[str, str], log: Path,
            kv_transfer_config: dict | None) -> Iterator[str]:
     """`vllm serve model` for the duration of the block; yields its URL."""
     port = _free_port()
@@ -110,9 +174,10 @@ def served(model: str, env: dict[str, str], log: Path,
         sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", model,
         "--port",
         str(port), "--dtype", "float32", "--enforce-eager", "--block-size",
-        str(BLOCK_SIZE), "--num-gpu-blocks-override",
-        str(NUM_GPU_BLOCKS), "--max-model-len", "2048", "--max-num-seqs", "4",
-        "--seed", "0", "--disable-log-requests"
+        str(setup.block_size), "--num-gpu-blocks-override",
+        str(setup.num_gpu_blocks), "--max-model-len",
+        str(MAX_MODEL_LEN), "--max-num-seqs", "4", "--seed", "0",
+        *setup.server_flags
     ]
     if kv_transfer_config is not None:
         args += ["--kv-transfer-config", json.dumps(kv_transfer_config)]
@@ -149,10 +214,10 @@ def _wait_until_up(proc: subprocess.Popen, url: str, log: Path) -> None:
             time.sleep(1)
 
 
-def _tier_counters(url: str) -> tuple[float, float]:
+def _tier_counters(setup: Setup, url: str) -> tuple[float, float]:
     """(tokens hit, tokens looked up) in the server's CPU tier so far."""
-    return (_metric(url, "vllm:kv_offload_hit_tokens_total"),
-            _metric(url, "vllm:kv_offload_lookup_tokens_total"))
+    hits, lookups = setup.hit_metrics
+    return _metric(url, hits), _metric(url, lookups)
 
 
 def _metric(url: str, name: str) -> float:
@@ -163,12 +228,12 @@ def _metric(url: str, name: str) -> float:
         if line.startswith(name + "{") or line.startswith(name + " "))
 
 
-def run_benchmark(layout: Layout, url: str, model: str, dataset: Path,
-                  env: dict[str, str], result: Path) -> dict:
+def run_benchmark(layout: Layout, setup: Setup, url: str, model: str,
+                  dataset: Path, env: dict[str, str], result: Path) -> dict:
     num_prompts = len(dataset.read_text().splitlines())
     cmd = [
         sys.executable,
-        str(layout.src / "benchmarks" / "benchmark_serving.py"),
+        *setup.client(layout),
         "--backend",
         "vllm",
         "--base-url",
@@ -179,7 +244,7 @@ def run_benchmark(layout: Layout, url: str, model: str, dataset: Path,
         "custom",
         "--dataset-path",
         str(dataset),
-        "--custom-skip-chat-template",
+        setup.skip_chat_template,
         "--custom-output-len",
         str(OUTPUT_TOKENS),
         "--ignore-eos",
@@ -212,7 +277,7 @@ def run_benchmark(layout: Layout, url: str, model: str, dataset: Path,
     if proc.returncode != 0:
         print(proc.stdout[-3000:], file=sys.stderr)
         raise UserError(
-            f"benchmark_serving.py failed with exit status {proc.returncode} "
+            f"the benchmark client failed with exit status {proc.returncode} "
             "(the end of its output is above)",
             f"run it alone: cd {layout.src} && {' '.join(cmd)}")
     return json.loads(result.read_text())
@@ -224,24 +289,29 @@ def chart_file(layout: Layout) -> Path:
 
 def run(layout: Layout) -> None:
     ttft_rows = ttft.run(layout)
-    print_header()
-    model = str(generate("bench-llama"))
-    out = layout.build / "bench-serving"
-    out.mkdir(parents=True, exist_ok=True)
-    results = measure(layout, model, write_workloads(out), out)
-    rows = median_rows(results)
-    print_table(rows)
-    print_ratios(rows, results)
+    run_workloads(layout, SERIES_CONNECTOR)
     draw_chart(layout, ttft_rows)
 
 
-def print_header() -> None:
+def run_workloads(layout: Layout, setup: Setup) -> None:
+    """Both workloads on both servers, printed with the targets."""
+    print_header(setup)
+    model = str(generate("bench-llama"))
+    out = layout.build / "bench-serving"
+    out.mkdir(parents=True, exist_ok=True)
+    results = measure(layout, setup, model, write_workloads(out), out)
+    rows = median_rows(results)
+    print_table(rows)
+    print_ratios(rows, results)
+
+
+def print_header(setup: Setup) -> None:
     print(
         "\n## vllm serve without and with the OffloadingConnector "
-        "(benchmark_serving.py; CPU engine, bench-llama fp32; "
+        f"({setup.label}; "
         f"{NUM_DOCUMENTS} documents of ~{DOCUMENT_WORDS} words x "
         f"{QUESTIONS_PER_DOCUMENT} questions, GPU KV cache "
-        f"{NUM_GPU_BLOCKS * BLOCK_SIZE} tokens, {MAX_CONCURRENCY} clients, "
+        f"{setup.kv_cache_tokens} tokens, {MAX_CONCURRENCY} clients, "
         f"{OUTPUT_TOKENS} output tokens)",
         flush=True)
 
@@ -268,42 +338,44 @@ def turns(servers: list[str]) -> list[tuple[str, int, list[str]]]:
     return [("reuse", 0, list(servers)), *no_reuse]
 
 
-def measure(layout: Layout, model: str, workloads: dict[str, list[Path]],
+def measure(layout: Layout, setup: Setup, model: str,
+            workloads: dict[str, list[Path]],
             out: Path) -> dict[tuple[str, str], list[dict]]:
     """Both servers up side by side, each workload round run against each;
     per (workload, server) the result of each round."""
     env = server_env()
-    configs = {"no connector": None, "offloading": OFFLOADING}
+    configs = {"no connector": None, "offloading": setup.offloading(model)}
     results: dict[tuple[str, str], list[dict]] = {}
     with contextlib.ExitStack() as servers:
         urls = {}
         for name, config in configs.items():
             progress(f"serving: starting vllm serve, {name}")
             urls[name] = servers.enter_context(
-                served(model, env, out / f"{name.replace(' ', '-')}.log",
-                       config))
+                served(setup, model, env,
+                       out / f"{name.replace(' ', '-')}.log", config))
         for workload, round_number, order in turns(list(configs)):
             dataset = workloads[workload][round_number]
             for name in order:
                 progress(f"serving: {workload} round {round_number + 1}, "
                          f"{name}")
                 tag = f"{dataset.stem}-{name.replace(' ', '-')}"
-                result = benchmark_with_hit_rate(layout, urls[name], model,
-                                                 dataset, env,
+                result = benchmark_with_hit_rate(layout, setup, urls[name],
+                                                 model, dataset, env,
                                                  out / f"{tag}.json")
                 results.setdefault((workload, name), []).append(result)
     return results
 
 
-def benchmark_with_hit_rate(layout: Layout, url: str, model: str,
+def benchmark_with_hit_rate(layout: Layout, setup: Setup, url: str, model: str,
                             dataset: Path, env: dict[str, str],
                             result: Path) -> dict:
     """benchmark_serving.py's result, with the server's CPU-tier hit rate
     during the run (None: no lookups)."""
-    before = _tier_counters(url)
-    data = run_benchmark(layout, url, model, dataset, env, result)
-    hits, lookups = (after - first
-                     for after, first in zip(_tier_counters(url), before))
+    before = _tier_counters(setup, url)
+    data = run_benchmark(layout, setup, url, model, dataset, env, result)
+    hits, lookups = (
+        after - first
+        for after, first in zip(_tier_counters(setup, url), before))
     data["hit_rate"] = hits / lookups if lookups else None
     return data
 

@@ -1,0 +1,43 @@
+"""`make bench` runs the benchmarks of the line's design."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+from pstack.core.errors import UserError
+from pstack.core.layout import Layout
+from pstack.core.pin import BasePin
+from pstack.harness import bench
+
+
+def _line(tmp_path, version: str) -> Layout:
+    patches = tmp_path / f"patches-{version}"
+    patches.mkdir()
+    BasePin(version=version,
+            sdist=f"vllm-{version}.tar.gz",
+            sdist_sha256="0",
+            wheel="w.whl",
+            wheel_sha256="0").dump(patches / "base.toml")
+    return Layout(patches=patches,
+                  src=tmp_path / f"vllm-src-{version}",
+                  cache=tmp_path / "cache")
+
+
+def test_a_line_with_upstreams_offloading_benchmarks_the_cpu_platform(
+        tmp_path):
+    assert bench.benchmarks_for(_line(tmp_path, "0.32.0")) == {
+        "transfer": bench.host_transfer,
+        "ttft": bench.tier_ttft,
+        "serving": bench.serving_upstream,
+    }
+    assert bench.benchmarks_for(_line(tmp_path, "0.10.2")) is bench.BENCHMARKS
+
+
+def test_a_benchmark_the_line_lacks_is_named(tmp_path):
+    args = argparse.Namespace(names=["engine-throughput"])
+    with pytest.raises(UserError,
+                       match="unknown benchmark 'engine-throughput' for "
+                       "patches-0.32.0/") as err:
+        bench.run(args, _line(tmp_path, "0.32.0"))
+    assert "B=<one of transfer, ttft, serving>" in err.value.hint
