@@ -8,7 +8,8 @@ One engine with TieringOffloadingSpec (a CPU tier and an fs tier under
 ROOT_DIR) runs, for each prompt length and repeat, a new prompt of random
 token ids with max_tokens=1 three times:
   recompute  nothing cached: the whole prompt is computed (and offloaded);
-  kv hit     again right away: a hit of the KV cache's own prefix cache;
+  kv hit     again once its stores finished: a hit of the KV cache's own
+             prefix cache;
   cpu hit    after the stores finished and the KV cache's prefix cache was
              reset: the prompt's blocks load from the CPU tier.
 Then (--phase fs) a second engine process on the same ROOT_DIR, whose CPU
@@ -120,6 +121,9 @@ def main() -> None:
                 record("fs_hit", *ttft(token_ids))
                 continue
             record("recompute", *ttft(token_ids))
+            # Each hit is timed with no transfer in flight: the prompt's
+            # stores would otherwise compete with it for memory bandwidth.
+            wait_for_transfers(llm)
             record("kv_hit", *ttft(token_ids))
             wait_for_transfers(llm)
             reset_gpu_prefix_cache(llm)

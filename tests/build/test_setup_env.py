@@ -321,6 +321,7 @@ pytest-asyncio==1.4.0
 pytest-timeout==2.3.1
 ray==2.56.1
     # via -r requirements/test/cuda.in
+matplotlib==3.9.2
 tblib==3.1.0
 torch==2.13.0+cpu
 """
@@ -333,8 +334,9 @@ PRE_COMMIT = ("repos:\n- repo: https://github.com/astral-sh/ruff-pre-commit\n"
               "    additional_dependencies: [pillow]\n")
 LINE_TOOLS = [
     "pytest==9.1.0", "pytest-asyncio==1.4.0", "pytest-timeout==2.3.1",
-    "tblib==3.1.0", "lm-eval==0.4.12", "ray==2.56.1", "ruff==0.14.0",
-    "typos==1.43.5", "mypy==1.20.2", "types-PyYAML", "wheel>=0.48"
+    "tblib==3.1.0", "lm-eval==0.4.12", "ray==2.56.1", "matplotlib==3.9.2",
+    "ruff==0.14.0", "typos==1.43.5", "mypy==1.20.2", "types-PyYAML",
+    "wheel>=0.48"
 ]
 
 

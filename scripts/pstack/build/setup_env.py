@@ -100,10 +100,11 @@ WHEEL_RUNTIME_DROPS = ("torchvision", "torchaudio", "torchcodec")
 # of vLLM's CPU test environment (uv-compiled, a `name==version` line per
 # package): pytest and the plugins vLLM's tests use, tblib (vLLM's
 # tests/conftest.py), lm-eval (`make lm-eval`; no extras), ray (the Ray
-# executor's tests). openai comes with the wheel, which requires it;
+# executor's tests), matplotlib (`make bench`'s charts). openai comes with
+# the wheel, which requires it;
 TEST_LOCK = "requirements/test/cpu.txt"
 TEST_TOOLS = ("pytest", "pytest-asyncio", "pytest-timeout", "tblib", "lm-eval",
-              "ray")
+              "ray", "matplotlib")
 LOCKED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;#\\]+)",
                     re.MULTILINE)
 # then the linters of the base's .pre-commit-config.yaml that run offline

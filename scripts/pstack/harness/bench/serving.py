@@ -69,6 +69,8 @@ class Setup:
     # Counters of (tokens hit, tokens looked up) in the CPU tier.
     hit_metrics: tuple[str, str]
     label: str
+    # What the servers' environment adds to the engine's.
+    server_env: tuple[tuple[str, str], ...] = ()
 
     @property
     def num_gpu_blocks(self) -> int:
@@ -117,7 +119,11 @@ UPSTREAM_OFFLOADING = Setup(
     hit_metrics=("vllm:external_prefix_cache_hits_total",
                  "vllm:external_prefix_cache_queries_total"),
     label="vllm bench serve; vLLM's CPU platform, bench-llama fp32, "
-    "upstream's OffloadingConnector with the line's CPU tier")
+    "upstream's OffloadingConnector with the line's CPU tier; each server's "
+    "worker bound to core 0",
+    # vLLM 0.32's CPU worker binds its OpenMP threads to the cores it finds
+    # free: the second server started got both cores, the first one.
+    server_env=(("VLLM_CPU_OMP_THREADS_BIND", "0"), ))
 WORDS = [
     "cache", "block", "layer", "token", "prefix", "offload", "memory", "copy",
     "store", "load", "tier", "engine", "request", "model", "batch", "step",
@@ -316,10 +322,10 @@ def print_header(setup: Setup) -> None:
         flush=True)
 
 
-def server_env() -> dict[str, str]:
+def server_env(setup: Setup) -> dict[str, str]:
     """The servers' environment: the engine's offline settings, the engine
     core in a process of its own."""
-    env = {**os.environ, **ENGINE_ENV}
+    env = {**os.environ, **ENGINE_ENV, **dict(setup.server_env)}
     env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
     return env
 
@@ -343,7 +349,7 @@ def measure(layout: Layout, setup: Setup, model: str,
             out: Path) -> dict[tuple[str, str], list[dict]]:
     """Both servers up side by side, each workload round run against each;
     per (workload, server) the result of each round."""
-    env = server_env()
+    env = server_env(setup)
     configs = {"no connector": None, "offloading": setup.offloading(model)}
     results: dict[tuple[str, str], list[dict]] = {}
     with contextlib.ExitStack() as servers:
