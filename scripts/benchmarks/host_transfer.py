@@ -20,12 +20,11 @@ Prints one JSON line per block size. Run with the line's vLLM on PYTHONPATH:
 
 import argparse
 import json
-import statistics
 import time
 
 import numpy as np
 import torch
-from timing import best_seconds
+from timing import against_plain_copy
 from vllm.v1.kv_offload.base import (CanonicalKVCacheRef, CanonicalKVCaches,
                                      CanonicalKVCacheTensor, GPULoadStoreSpec)
 from vllm.v1.kv_offload.cpu.common import CPULoadStoreSpec
@@ -82,39 +81,15 @@ def bench(block_bytes: int, repeat: int) -> dict:
 
     # Touch the CPU tier's pages.
     store()
-    src = torch.ones(MOVED_BYTES, dtype=torch.uint8)
-    dst = torch.ones(MOVED_BYTES, dtype=torch.uint8)
-    # Side by side: each repetition times a store, a load and a plain copy
-    # in turn, so that noise from other work on the machine hits them
-    # alike; the ratio to the plain copy is the median over repetitions.
-    stores, loads, plains = [], [], []
-    for _ in range(repeat):
-        stores.append(best_seconds(store, 1))
-        loads.append(best_seconds(load, 1))
-        plains.append(best_seconds(lambda: dst.copy_(src), 1))
-    num_threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        plain_one_thread = best_seconds(lambda: dst.copy_(src), repeat)
-    finally:
-        torch.set_num_threads(num_threads)
+    figures = against_plain_copy(store, load, MOVED_BYTES, repeat)
     # One per direction before the handler split large transfers.
     copy_threads = getattr(worker._store_handler, "num_copy_threads", 1)
     worker.shutdown()
-    vs_plain = statistics.median(
-        plain_s / max(store_s, load_s)
-        for store_s, load_s, plain_s in zip(stores, loads, plains))
-    gb = MOVED_BYTES / 1e9
     return {
         "block_kib": block_bytes // 1024,
         "blocks": num_blocks,
         "copy_threads": copy_threads,
-        "store_gbps": gb / min(stores),
-        "load_gbps": gb / min(loads),
-        "plain_copy_gbps": gb / min(plains),
-        "plain_copy_threads": num_threads,
-        "plain_copy_one_thread_gbps": gb / plain_one_thread,
-        "vs_plain": vs_plain,
+        **figures,
     }
 
 

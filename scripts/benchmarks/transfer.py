@@ -19,11 +19,10 @@ Prints one JSON line per block size. Run with vLLM on PYTHONPATH:
 """
 import argparse
 import json
-import statistics
 
 import numpy as np
 import torch
-from timing import best_seconds
+from timing import against_plain_copy
 from vllm.v1.attention.backends.cpu_attn import TorchSDPABackend
 from vllm.v1.kv_offload.mediums import CPULoadStoreSpec, GPULoadStoreSpec
 from vllm.v1.kv_offload.worker.cpu_gpu import CpuGpuOffloadingHandlers
@@ -72,37 +71,12 @@ def bench(block_bytes: int, repeat: int) -> dict:
         handlers.cpu_to_gpu_handler,  # noqa: E731
         CPULoadStoreSpec(cpu_ids),
         GPULoadStoreSpec(gpu_ids))
-    src = torch.ones(MOVED_BYTES, dtype=torch.uint8)
-    dst = torch.ones(MOVED_BYTES, dtype=torch.uint8)
-    # Side by side: each repetition times a store, a load and a plain copy
-    # in turn, so that noise from other work on the machine hits them
-    # alike; the ratio to the plain copy is the median over repetitions.
-    store, load, plain = [], [], []
-    for _ in range(repeat):
-        store.append(best_seconds(store_job, 1))
-        load.append(best_seconds(load_job, 1))
-        plain.append(best_seconds(lambda: dst.copy_(src), 1))
-    # What one copy thread can do, for reference.
-    num_threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        plain_one_thread = best_seconds(lambda: dst.copy_(src), repeat)
-    finally:
-        torch.set_num_threads(num_threads)
-    # The slower direction against the plain copy of the same repetition.
-    vs_plain = statistics.median(
-        plain_s / max(store_s, load_s)
-        for store_s, load_s, plain_s in zip(store, load, plain))
-    gbps = MOVED_BYTES / 1e9
+    figures = against_plain_copy(store_job, load_job, MOVED_BYTES, repeat)
     return {
         "block_kib": block_bytes // 1024,
         "blocks": num_blocks,
         "copy_threads": handlers.gpu_to_cpu_handler.num_copy_threads,
-        "store_gbps": gbps / min(store),
-        "load_gbps": gbps / min(load),
-        "plain_copy_gbps": gbps / min(plain),
-        "plain_copy_one_thread_gbps": gbps / plain_one_thread,
-        "vs_plain": vs_plain,
+        **figures,
     }
 
 
