@@ -9,6 +9,15 @@ from pathlib import Path
 from .errors import UserError
 
 
+def release_order(version: str) -> tuple[int, ...]:
+    """A vLLM release's version as a key that orders releases.
+
+    >>> release_order("0.9.2") < release_order("0.10.2") < release_order("0.11")
+    True
+    """
+    return tuple(int(part) for part in version.split(".") if part.isdigit())
+
+
 @dataclass(frozen=True)
 class Release:
     """A release imported on branch `upstream`: its version and sdist."""

@@ -38,7 +38,7 @@ from pathlib import Path
 from ..core.errors import UserError, progress
 from ..core.layout import REPO, Layout
 from ..core.lint import lint, linters_for
-from ..core.pin import BasePin
+from ..core.pin import BasePin, release_order
 from ..core.vllm_src import SERIES, VllmSrc
 from .check_bisect import check_bisect, print_report
 from .junit import Counts, junit_by_file, junit_counts
@@ -242,14 +242,6 @@ def run_line(layout: Layout) -> Counts:
     return total
 
 
-def _release(version: str) -> tuple[int, ...]:
-    """
-    >>> _release("0.10.2") > _release("0.9.2")
-    True
-    """
-    return tuple(int(part) for part in version.split(".") if part.isdigit())
-
-
 def bisects(layout: Layout) -> bool:
     """Whether `make test` checks every prefix of the line: the default
     line's patches are the series and the newest line's are what upstream
@@ -259,7 +251,7 @@ def bisects(layout: Layout) -> bool:
     if layout.is_default_line:
         return True
     versions = [version for version, _ in layout.default_line().lines()]
-    newest = max(versions, key=_release)
+    newest = max(versions, key=release_order)
     return BasePin.load(layout.base_file).version == newest
 
 

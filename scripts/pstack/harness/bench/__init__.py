@@ -13,7 +13,7 @@ import argparse
 
 from ...core.errors import UserError
 from ...core.layout import Layout
-from ...core.pin import BasePin
+from ...core.pin import BasePin, release_order
 from . import (block_hashing, cross_layer, engine_throughput, host_transfer,
                offload_manager, serving, serving_upstream, step_overhead,
                tier_ttft, transfer)
@@ -41,17 +41,9 @@ UPSTREAM_OFFLOADING_BENCHMARKS = {
 FIRST_UPSTREAM_OFFLOADING = (0, 11)
 
 
-def release(version: str) -> tuple[int, ...]:
-    """
-    >>> release("0.10.2") < release("0.11") <= release("0.32.0")
-    True
-    """
-    return tuple(int(part) for part in version.split(".") if part.isdigit())
-
-
 def benchmarks_for(layout: Layout) -> dict:
     version = BasePin.load(layout.base_file).version
-    if release(version) >= FIRST_UPSTREAM_OFFLOADING:
+    if release_order(version) >= FIRST_UPSTREAM_OFFLOADING:
         return UPSTREAM_OFFLOADING_BENCHMARKS
     return BENCHMARKS
 
