@@ -203,3 +203,13 @@ def write_upstream_record(stack: Layout,
             'upstream = "vllm-project/vllm#1"', f"evidence = [{evidence}]", ""
         ]
     (stack.patches / "upstream.toml").write_text("\n".join(lines))
+
+
+def write_base_pin(path: Path, version: str) -> None:
+    """A base.toml at `path` pinning vLLM `version` (placeholder hashes:
+    for code that reads the version, not the files)."""
+    BasePin(version=version,
+            sdist=f"vllm-{version}.tar.gz",
+            sdist_sha256="0",
+            wheel=f"vllm-{version}-cp38-abi3-linux_x86_64.whl",
+            wheel_sha256="0").dump(path)

@@ -5,20 +5,16 @@ from __future__ import annotations
 import argparse
 
 import pytest
+from conftest import write_base_pin
 from pstack.core.errors import UserError
 from pstack.core.layout import Layout
-from pstack.core.pin import BasePin
 from pstack.harness import bench
 
 
 def _line(tmp_path, version: str) -> Layout:
     patches = tmp_path / f"patches-{version}"
     patches.mkdir()
-    BasePin(version=version,
-            sdist=f"vllm-{version}.tar.gz",
-            sdist_sha256="0",
-            wheel="w.whl",
-            wheel_sha256="0").dump(patches / "base.toml")
+    write_base_pin(patches / "base.toml", version)
     return Layout(patches=patches,
                   src=tmp_path / f"vllm-src-{version}",
                   cache=tmp_path / "cache")

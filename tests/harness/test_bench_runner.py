@@ -7,9 +7,9 @@ import argparse
 from pathlib import Path
 
 import pytest
+from conftest import write_base_pin
 from pstack.core.errors import UserError
 from pstack.core.layout import Layout
-from pstack.core.pin import BasePin
 from pstack.harness import bench
 from pstack.harness.bench import runner
 
@@ -84,11 +84,7 @@ def test_an_unknown_benchmark_is_a_user_error(tmp_path):
                     src=tmp_path / "vllm-src",
                     cache=tmp_path / "cache")
     layout.patches.mkdir()
-    BasePin(version="0.9.2",
-            sdist="vllm-0.9.2.tar.gz",
-            sdist_sha256="0",
-            wheel="w.whl",
-            wheel_sha256="0").dump(layout.base_file)
+    write_base_pin(layout.base_file, "0.9.2")
     with pytest.raises(UserError, match="unknown benchmark 'nope'") as err:
         bench.run(argparse.Namespace(names=["nope"]), layout)
     assert "step-overhead" in err.value.hint

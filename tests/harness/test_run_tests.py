@@ -7,9 +7,9 @@ from __future__ import annotations
 import time
 
 import pytest
+from conftest import write_base_pin
 from pstack.core.errors import UserError
 from pstack.core.layout import Layout
-from pstack.core.pin import BasePin
 from pstack.harness import run_tests
 from pstack.harness.junit import Counts
 from pstack.harness.run_tests import (bisects, finish, pytest_batches,
@@ -58,11 +58,7 @@ def test_upstream_suites_expand_to_their_test_files(tmp_path, monkeypatch):
                     src=tmp_path / "vllm-src",
                     cache=tmp_path / "cache")
     layout.patches.mkdir()
-    BasePin(version="0.0.1",
-            sdist="vllm-0.0.1.tar.gz",
-            sdist_sha256="0",
-            wheel="vllm-0.0.1-cp38-abi3-linux_x86_64.whl",
-            wheel_sha256="0").dump(layout.base_file)
+    write_base_pin(layout.base_file, "0.0.1")
     for name in ("tests/suite/test_b.py", "tests/suite/sub/test_a.py",
                  "tests/suite/utils.py", "tests/test_alone.py"):
         (layout.src / name).parent.mkdir(parents=True, exist_ok=True)
@@ -85,11 +81,7 @@ def test_the_default_and_the_newest_line_bisect(tmp_path):
 
     def line(folder: str, version: str) -> None:
         (tmp_path / folder).mkdir()
-        BasePin(version=version,
-                sdist=f"vllm-{version}.tar.gz",
-                sdist_sha256="0",
-                wheel=f"vllm-{version}-cp38-abi3-linux_x86_64.whl",
-                wheel_sha256="0").dump(tmp_path / folder / "base.toml")
+        write_base_pin(tmp_path / folder / "base.toml", version)
 
     line("patches", "0.9.2")
     line("patches-0.10.2", "0.10.2")
