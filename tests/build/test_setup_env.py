@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import commit_change, git
+from conftest import commit_change, git, write_base_pin
 from pstack.build import setup_env
 from pstack.core.errors import UserError
 from pstack.core.layout import Layout
@@ -132,10 +132,38 @@ def test_a_sharing_line_runs_the_shared_ruff(tmp_path):
                                                       "ruff").resolve()
 
 
-def test_a_line_before_the_default_one_is_set_up_says_what_to_run(tmp_path):
+def _line_tree_with_release(line: Layout, tag: str, cpu: str) -> None:
+    """The line's vllm-src as `make apply` leaves it: a git tree in which
+    an earlier release is imported as `tag`."""
+    git(line.src, "init", "-q")
+    (line.src / "requirements" / "cpu.txt").write_text(cpu)
+    git(line.src, "add", "-A")
+    git(line.src, "commit", "-q", "-m", "an earlier release")
+    git(line.src, "tag", tag)
+    (line.src / "requirements" / "cpu.txt").write_text(X86_RUNTIME)
+
+
+def test_before_the_default_line_is_set_up_its_release_tells_the_runtime(
+        tmp_path):
     default, line = _two_lines(tmp_path, X86_RUNTIME)
+    default.patches.mkdir()
+    write_base_pin(default.base_file, "0.9.2")
     shutil.rmtree(default.src)
-    with pytest.raises(UserError, match="vllm-src is not materialized") as e:
+    _line_tree_with_release(line, "v0.9.2", X86_RUNTIME)
+    assert setup_env.shared_runtime(line) == default
+    _line_tree_with_release(line, "v0.9.2-other",
+                            X86_RUNTIME.replace("2.6.0+cpu", "2.5.0+cpu"))
+    git(line.src, "tag", "-f", "v0.9.2", "v0.9.2-other")
+    assert setup_env.shared_runtime(line) is None
+
+
+def test_a_line_that_cannot_tell_the_default_runtime_says_what_to_run(
+        tmp_path):
+    default, line = _two_lines(tmp_path, X86_RUNTIME)
+    default.patches.mkdir()
+    write_base_pin(default.base_file, "0.9.2")
+    shutil.rmtree(default.src)
+    with pytest.raises(UserError, match="has no v0.9.2") as e:
         setup_env.shared_runtime(line)
     assert e.value.hint == "run `make setup` (the default line) first"
 

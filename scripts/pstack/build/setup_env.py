@@ -258,12 +258,37 @@ def ensure_requirements(layout: Layout) -> None:
     stamp(layout.venv, "deps").write_text(key + "\n")
 
 
+CPU_REQUIREMENTS = "requirements/cpu.txt"
+
+
+def pins_in(text: str) -> list[str]:
+    """The torch and IPEX pins for x86 in a requirements/cpu.txt."""
+    return [m.group(0) for m in RUNTIME_PINS.finditer(text)]
+
+
 def runtime_pins(src: Path) -> list[str]:
     """The torch and IPEX pins for x86 in a vLLM tree's
     requirements/cpu.txt."""
-    cpu = src / "requirements" / "cpu.txt"
-    text = cpu.read_text() if cpu.exists() else ""
-    return [m.group(0) for m in RUNTIME_PINS.finditer(text)]
+    cpu = src / CPU_REQUIREMENTS
+    return pins_in(cpu.read_text() if cpu.exists() else "")
+
+
+def default_runtime_pins(layout: Layout) -> list[str]:
+    """The runtime pins of the default line: from its tree, or, before
+    that tree exists, from its release as imported on branch upstream of
+    this line's tree (the series never changes requirements/cpu.txt)."""
+    default = layout.default_line()
+    if default.src.exists():
+        return runtime_pins(default.src)
+    tag = BasePin.load(default.base_file).tag
+    found = GitRepo(layout.src).run("show", f"{tag}:{CPU_REQUIREMENTS}")
+    if found.returncode != 0:
+        raise UserError(
+            f"{default.src.name} is not materialized and {layout.src.name} "
+            f"has no {tag}: cannot tell whether {layout.venv.name} shares "
+            f"the runtime of {default.venv.name}",
+            "run `make setup` (the default line) first")
+    return pins_in(found.stdout)
 
 
 def shared_runtime(layout: Layout) -> Layout | None:
@@ -271,14 +296,10 @@ def shared_runtime(layout: Layout) -> Layout | None:
     the same runtime; None otherwise."""
     if layout.is_default_line:
         return None
-    default = layout.default_line()
     pins = runtime_pins(layout.src)
-    if pins and not default.src.exists():
-        raise UserError(
-            f"{default.src.name} is not materialized: the runtime of "
-            f"{layout.venv.name} may be shared with {default.venv.name}",
-            "run `make setup` (the default line) first")
-    return default if pins and runtime_pins(default.src) == pins else None
+    if pins and default_runtime_pins(layout) == pins:
+        return layout.default_line()
+    return None
 
 
 def setup_shared_runtime(shared: Layout) -> None:
