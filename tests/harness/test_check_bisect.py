@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import commit_change
+from pstack.harness import check_bisect
 from pstack.queue.apply import apply
 from pstack.queue.export import export
 
@@ -64,3 +65,11 @@ def test_check_bisect_names_the_failing_test_and_does_not_record_it_as_passing(
     (again, ) = cb.check_bisect(stack, results_file=results)
     assert not again.ran.startswith(
         "as recorded"), "failures are checked again"
+
+
+def test_every_file_the_record_depends_on_exists():
+    # A record is reused while these files are unchanged: one that moved
+    # would no longer be hashed, and a change to it would reuse stale
+    # records.
+    missing = [f for f in check_bisect.ENV_INPUTS if not f.is_file()]
+    assert missing == []

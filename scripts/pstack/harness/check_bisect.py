@@ -73,14 +73,18 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
     return 0
 
 
+# The files of the test setup and of this tool that decide a check's
+# outcome: a change to one checks every prefix again.
+ENV_INPUTS = (DESELECT_FILE, HERE / "check_bisect.py",
+              HERE.parent / "core" / "lint.py", HERE / "testenv.py",
+              HERE / "hub_standins.py", HERE / "tiny_models.py")
+
+
 def env_key() -> str:
     """What besides the tree decides a check's outcome: the Python and the
     venv's packages, the test setup and this tool."""
     h = hashlib.sha256(sys.version.encode())
-    inputs = (stamp(Path(sys.prefix), "deps"), DESELECT_FILE,
-              HERE / "check_bisect.py", HERE / "lint.py", HERE / "testenv.py",
-              HERE / "hub_standins.py", HERE / "tiny_models.py")
-    for f in inputs:
+    for f in (stamp(Path(sys.prefix), "deps"), *ENV_INPUTS):
         h.update(f.read_bytes() if f.exists() else b"-")
     return h.hexdigest()[:16]
 
