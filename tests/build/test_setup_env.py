@@ -132,37 +132,37 @@ def test_a_sharing_line_runs_the_shared_ruff(tmp_path):
                                                       "ruff").resolve()
 
 
-def _line_tree_with_release(line: Layout, tag: str, cpu: str) -> None:
-    """The line's vllm-src as `make apply` leaves it: a git tree in which
-    an earlier release is imported as `tag`."""
-    git(line.src, "init", "-q")
-    (line.src / "requirements" / "cpu.txt").write_text(cpu)
-    git(line.src, "add", "-A")
-    git(line.src, "commit", "-q", "-m", "an earlier release")
-    git(line.src, "tag", tag)
-    (line.src / "requirements" / "cpu.txt").write_text(X86_RUNTIME)
-
-
-def test_before_the_default_line_is_set_up_its_release_tells_the_runtime(
-        tmp_path):
-    default, line = _two_lines(tmp_path, X86_RUNTIME)
+def _before_the_default_line_is_set_up(root) -> tuple[Layout, Layout]:
+    """Two lines as on a fresh clone where only the 0.10.2 line's vllm-src
+    is materialized."""
+    default, line = _two_lines(root, X86_RUNTIME)
     default.patches.mkdir()
     write_base_pin(default.base_file, "0.9.2")
     shutil.rmtree(default.src)
-    _line_tree_with_release(line, "v0.9.2", X86_RUNTIME)
-    assert setup_env.shared_runtime(line) == default
-    _line_tree_with_release(line, "v0.9.2-other",
-                            X86_RUNTIME.replace("2.6.0+cpu", "2.5.0+cpu"))
-    git(line.src, "tag", "-f", "v0.9.2", "v0.9.2-other")
-    assert setup_env.shared_runtime(line) is None
+    return default, line
+
+
+@pytest.mark.parametrize("release_runtime, shared", [
+    (X86_RUNTIME, True),
+    (X86_RUNTIME.replace("2.6.0+cpu", "2.5.0+cpu"), False),
+])
+def test_before_the_default_line_is_set_up_its_release_tells_the_runtime(
+        tmp_path, release_runtime, shared):
+    default, line = _before_the_default_line_is_set_up(tmp_path)
+    # The line's tree as `make apply` leaves it: the default line's release
+    # imported on branch upstream, as its tag.
+    (line.src / "requirements" / "cpu.txt").write_text(release_runtime)
+    git(line.src, "init", "-q")
+    git(line.src, "add", "-A")
+    git(line.src, "commit", "-q", "-m", "vLLM 0.9.2")
+    git(line.src, "tag", "v0.9.2")
+    (line.src / "requirements" / "cpu.txt").write_text(X86_RUNTIME)
+    assert setup_env.shared_runtime(line) == (default if shared else None)
 
 
 def test_a_line_that_cannot_tell_the_default_runtime_says_what_to_run(
         tmp_path):
-    default, line = _two_lines(tmp_path, X86_RUNTIME)
-    default.patches.mkdir()
-    write_base_pin(default.base_file, "0.9.2")
-    shutil.rmtree(default.src)
+    _, line = _before_the_default_line_is_set_up(tmp_path)
     with pytest.raises(UserError, match="has no v0.9.2") as e:
         setup_env.shared_runtime(line)
     assert e.value.hint == "run `make setup` (the default line) first"
