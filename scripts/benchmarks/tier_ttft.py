@@ -6,17 +6,18 @@ tier hit and an fs tier hit.
 
 One engine with TieringOffloadingSpec (a CPU tier and an fs tier under
 ROOT_DIR) runs, for each prompt length and repeat, a new prompt of random
-token ids with max_tokens=1 three times:
+token ids with max_tokens=1:
   recompute  nothing cached: the whole prompt is computed (and offloaded);
   kv hit     again once its stores finished: a hit of the KV cache's own
              prefix cache;
   cpu hit    after the stores finished and the KV cache's prefix cache was
-             reset: the prompt's blocks load from the CPU tier.
+             reset: the prompt's blocks load from the CPU tier;
+the two hits alternately, --hit-repeats times.
 Then (--phase fs) a second engine process on the same ROOT_DIR, whose CPU
 tier is empty, runs the same prompts once: they load from the fs tier's
 files (after the page cache was dropped, if this machine lets us: said in
 the output). The time of a 1-token generate is the time to first token;
-each figure is the best of the repeats.
+each figure is the best of its runs.
 
 Run with the line's vLLM tree on PYTHONPATH (it uses its tests' engine
 helpers); prints one JSON line per prompt length and phase:
@@ -58,6 +59,7 @@ def main() -> None:
     parser.add_argument("root_dir")
     parser.add_argument("--phase", choices=("tiers", "fs"), required=True)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--hit-repeats", type=int, default=5)
     parser.add_argument("--lengths", type=int, nargs="+", default=LENGTHS)
     args = parser.parse_args()
 
@@ -123,12 +125,17 @@ def main() -> None:
             record("recompute", *ttft(token_ids))
             # Each hit is timed with no transfer in flight: the prompt's
             # stores would otherwise compete with it for memory bandwidth.
+            # A hit costs tens of milliseconds, so the two alternate
+            # --hit-repeats times (a CPU tier hit leaves the prompt in the
+            # KV cache for the next KV-cache hit): noise of a few ms would
+            # otherwise decide their ratio.
             wait_for_transfers(llm)
-            record("kv_hit", *ttft(token_ids))
-            wait_for_transfers(llm)
-            reset_gpu_prefix_cache(llm)
-            record("cpu_hit", *ttft(token_ids))
-            wait_for_transfers(llm)
+            for _ in range(args.hit_repeats):
+                record("kv_hit", *ttft(token_ids))
+                wait_for_transfers(llm)
+                reset_gpu_prefix_cache(llm)
+                record("cpu_hit", *ttft(token_ids))
+                wait_for_transfers(llm)
         row = {"prompt_tokens": length, "phase": args.phase}
         row.update({f"{name}_s": seconds for name, seconds in best.items()})
         row.update({f"{name}_cached_tokens": n for name, n in cached.items()})

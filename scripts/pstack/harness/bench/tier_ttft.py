@@ -47,7 +47,8 @@ def run(layout: Layout) -> list[dict]:
     print(
         "\n## Time to first token on vLLM's CPU platform: recomputed, "
         "KV-cache hit, CPU tier hit, fs tier hit (bench-llama fp32, "
-        "TieringOffloadingSpec with an fs tier, blocks of 128; best of 2)",
+        "TieringOffloadingSpec with an fs tier, blocks of 128; best of 2 "
+        "prompts, each hit best of 10 runs)",
         flush=True)
     rows = measure(layout)
     print(f"{'prompt':>7} {'recompute s':>12} {'KV hit s':>9} "
