@@ -34,6 +34,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from ..build.setup_env import stamp
+from ..core import lint as core_lint
 from ..core.check_results import PatchResult, load_results, save_results
 from ..core.errors import UserError, progress
 from ..core.gitrepo import GitRepo
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
 # The files of the test setup and of this tool that decide a check's
 # outcome: a change to one checks every prefix again.
 ENV_INPUTS = (DESELECT_FILE, HERE / "check_bisect.py",
-              HERE.parent / "core" / "lint.py", HERE / "testenv.py",
+              Path(core_lint.__file__), HERE / "testenv.py",
               HERE / "hub_standins.py", HERE / "tiny_models.py")
 
 
