@@ -19,13 +19,13 @@ VENV   ?= $(if $(wildcard patches-$(LINE)),.venv-$(LINE),.venv)
 PSTACK  = PSTACK_LINE=$(LINE) PYTHONPATH=scripts $(PY) -m pstack
 
 # `private`: not inherited by prerequisites (setup must run with $(PYTHON)).
-models wheel test stress bench demo check-bisect pr: private PY = $(VPY)
+models wheel test stress slow-copies bench demo check-bisect pr: private PY = $(VPY)
 # PROFILE=gpu runs on a GPU machine with the Python that has the CUDA wheel
 # and lm-eval (PYTHON=...), not .venv. See docs/testing.md.
 lm-eval: private PY = $(if $(filter gpu,$(PROFILE)),$(PYTHON),$(VPY))
 
 .PHONY: all wheel apply export sync check-series check-bisect rebase rebase-abort rebase-report pr \
-        fetch setup models test stress bench lm-eval demo clean help
+        fetch setup models test stress slow-copies bench lm-eval demo clean help
 
 all: wheel
 
@@ -79,6 +79,9 @@ test: setup
 
 stress: setup
 	$(PSTACK) stress $(if $(N),--requests $(N)) $(if $(SEED),--seed $(SEED)) $(if $(K),-k '$(K)')
+
+slow-copies: setup
+	$(PSTACK) slow-copies $(if $(DELAY),--delay $(DELAY)) $(if $(K),-k '$(K)')
 
 bench: setup
 	$(PSTACK) bench $(B)

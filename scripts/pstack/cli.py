@@ -98,6 +98,11 @@ COMMANDS = (
         "differential stress test: the engine without vs with the "
         "connector", "N=<requests> SEED= K=<pytest -k>"),
     Command(
+        "slow-copies", "harness.slow_copies",
+        "the line's offloading engine tests with each CPU-tier copy made "
+        "DELAY seconds late: tests that race transfers fail every time",
+        "DELAY=<seconds> K=<pytest -k>"),
+    Command(
         "lm-eval", "harness.lm_eval.gate",
         "correctness gate: the same lm-eval answers with offloading, "
         "served from the CPU tier", "PROFILE=gpu MODEL= ARGS="),
