@@ -21,6 +21,8 @@ from typing import Any, Callable
 import pytest
 
 DELAY_ENV = "PSTACK_COPY_DELAY_S"
+# What the plugin delayed, and by how much: said when the session starts.
+_DELAYED = pytest.StashKey[str]()
 
 # (module, attribute path) of the function that copies one transfer's
 # blocks, per line: the 0.32 line's host handler; the 0.9.2 and 0.10.2
@@ -64,16 +66,12 @@ def pytest_configure(config: pytest.Config) -> None:
     delay_s = float(os.environ.get(DELAY_ENV, "0.3"))
     owner, name = find_copy_function()
     setattr(owner, name, delayed(getattr(owner, name), delay_s))
-    config.stash[_PATCHED] = f"{owner.__name__}.{name}"
+    config.stash[_DELAYED] = (f"{owner.__name__}.{name} delayed by "
+                              f"{delay_s} s per transfer")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     # Said even with -q: a run that was not slowed must not pass for one.
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
-        reporter.write_line(
-            f"slow copies: {session.config.stash[_PATCHED]} delayed by "
-            f"{os.environ.get(DELAY_ENV, '0.3')} s per transfer")
-
-
-_PATCHED = pytest.StashKey[str]()
+        reporter.write_line(f"slow copies: {session.config.stash[_DELAYED]}")
