@@ -2,27 +2,16 @@
 # does and the variables it takes: their one description is the command table
 # in scripts/pstack/cli.py (tests/test_cli.py keeps it the only one).
 #
-# Every target runs the tool the same way, `$(PSTACK) <command>`. The patch
-# queue (and `make help`) needs only the standard library and runs with
-# $(PYTHON), before .venv exists; the build and the harness run in .venv
-# (VPY below).
+# Every target runs the tool the same way, `$(PSTACK) <command>`, with the
+# Python that runs make: the patch queue (and `make help`) needs only the
+# standard library; a command that needs a line's runtime runs itself again
+# in that line's venv (cli.py), which `make setup` makes.
 
 PYTHON ?= python3
-VPY     = $(VENV)/bin/python
-PY      = $(PYTHON)
-# LINE=<version> picks the line on that vLLM release, patches-<version>/
-# with vllm-src-<version>/ and .venv-<version>/ (default: the line in
-# patches/, vllm-src/ and .venv/).
+# LINE=<version> picks the line lines/<version>/ (default: the newest, the
+# line users run; core/line.py).
 LINE   ?=
-# As Layout.existing_line: LINE naming the default line's release keeps .venv.
-VENV   ?= $(if $(wildcard patches-$(LINE)),.venv-$(LINE),.venv)
-PSTACK  = PSTACK_LINE=$(LINE) PYTHONPATH=scripts $(PY) -m pstack
-
-# `private`: not inherited by prerequisites (setup must run with $(PYTHON)).
-models wheel test stress slow-copies bench demo check-bisect pr: private PY = $(VPY)
-# PROFILE=gpu runs on a GPU machine with the Python that has the CUDA wheel
-# and lm-eval (PYTHON=...), not .venv. See docs/testing.md.
-lm-eval: private PY = $(if $(filter gpu,$(PROFILE)),$(PYTHON),$(VPY))
+PSTACK  = PSTACK_LINE=$(LINE) PYTHONPATH=$(CURDIR)/scripts $(PYTHON) -m pstack
 
 .PHONY: all wheel apply export sync check-series check-bisect rebase rebase-abort rebase-report pr \
         fetch setup models test stress slow-copies bench lm-eval demo clean help
@@ -69,12 +58,12 @@ models: setup
 	$(PSTACK) models
 
 # The model of the generate that verifies a CPU wheel made from a published
-# one (build/wheels.py); a line whose CPU wheel is built does not use it.
+# one (install/wheels.py); a line whose CPU wheel is built does not use it.
 wheel: setup
 	$(PSTACK) wheel --smoke-model "$$($(PSTACK) models tiny-llama | tail -n 1)"
 
-test: setup
-	@$(PSTACK) fetch all >/dev/null   # tests never download
+# Sets up each line it tests itself (harness/run_tests.py).
+test:
 	$(PSTACK) test -- $(ARGS)
 
 stress: setup
@@ -89,6 +78,8 @@ bench: setup
 demo: setup
 	$(PSTACK) demo $(ARGS)
 
+# PROFILE=gpu runs on a GPU machine with the Python that has the CUDA wheel
+# and lm-eval (PYTHON=...), not a line's venv. See docs/testing.md.
 lm-eval: $(if $(filter gpu,$(PROFILE)),,setup)
 	$(PSTACK) lm-eval $(if $(PROFILE),--profile $(PROFILE)) $(foreach m,$(MODEL),--model $(m)) $(ARGS)
 

@@ -14,7 +14,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 
-from pstack.core.layout import Layout  # noqa: E402
+from pstack.core.line import Line  # noqa: E402
 from pstack.core.pin import BasePin  # noqa: E402
 from pstack.queue.apply import apply  # noqa: E402
 from pstack.queue.export import export  # noqa: E402
@@ -62,11 +62,11 @@ def git(cwd: Path, *args: str, **kw) -> str:
 
 
 @pytest.fixture
-def stack(tmp_path: Path, monkeypatch) -> Layout:
+def stack(tmp_path: Path, monkeypatch) -> Line:
     """An empty series on a fake 0.0.1 release, in a scratch project
     checkout."""
     project = tmp_path / "project"
-    patches = project / "patches"
+    patches = project / "lines" / "0.0.1"
     patches.mkdir(parents=True)
     cache = tmp_path / "cache"
     (cache / "dist").mkdir(parents=True)
@@ -79,12 +79,17 @@ def stack(tmp_path: Path, monkeypatch) -> Layout:
                   wheel_sha256="0" * 64)
     pin.dump(patches / "base.toml")
     (patches / "series").write_text("# test series\n")
-    (project / ".gitignore").write_text("/vllm-src/\n/vllm-src-*/\n/build/\n")
+    (project / ".gitignore").write_text("/vllm-src-*/\n/.venv-*/\n/build/\n")
     git(project, "init", "-q")
     git(project, "add", "-A")
     git(project, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
         "-m", "init")
-    paths = Layout(patches=patches, src=project / "vllm-src", cache=cache)
+    # The venv is the one running the tests: the wheels built from the
+    # fake release are built with its tools.
+    paths = Line(patches=patches,
+                 src=project / "vllm-src-0.0.1",
+                 cache=cache,
+                 venv=Path(sys.prefix))
     monkeypatch.setenv("PSTACK_PATCHES", str(paths.patches))
     monkeypatch.setenv("PSTACK_SRC", str(paths.src))
     monkeypatch.setenv("PSTACK_CACHE", str(paths.cache))
@@ -129,8 +134,7 @@ def commit_change(src: Path,
         })
 
 
-def export_core_series(stack: Layout, edits: list[tuple[str, str,
-                                                        str]]) -> None:
+def export_core_series(stack: Line, edits: list[tuple[str, str, str]]) -> None:
     """Apply the series, commit each (old line, new line, subject) edit of
     vllm/core.py as a patch on it, and export them."""
     apply(stack)
@@ -139,7 +143,7 @@ def export_core_series(stack: Layout, edits: list[tuple[str, str,
     export(stack)
 
 
-def series_abc(stack: Layout) -> None:
+def series_abc(stack: Line) -> None:
     """Three patches on 0.0.1, exported and committed: A, B and C edit
     core.py."""
     export_core_series(stack, [("line 3\n", "line three\n", "[Core] A"),
@@ -148,15 +152,15 @@ def series_abc(stack: Layout) -> None:
     commit_project(stack)
 
 
-def commit_project(paths: Layout) -> None:
-    """Commit the scratch project checkout (patches/ and all)."""
-    project = paths.patches.parent
+def commit_project(paths: Line) -> None:
+    """Commit the scratch project checkout (lines/ and all)."""
+    project = paths.root
     git(project, "add", "-A")
     git(project, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
         "-m", "x")
 
 
-def new_release(stack: Layout, monkeypatch, version: str,
+def new_release(stack: Line, monkeypatch, version: str,
                 edits: dict[str, str]) -> BasePin:
     """A fake newer release in the download cache, found by the (stubbed)
     index."""
@@ -187,13 +191,13 @@ UPSTREAMED_A_CONFLICTS_B = {
 }
 
 # Upstream made A's change its own way: a conflict with A, unless
-# patches/upstream.toml records A as absorbed.
+# lines/upstream.toml records A as absorbed.
 ABSORBS_A = {"line 3\n": "line 3 (#1)\n"}
 
 
-def write_upstream_record(stack: Layout,
+def write_upstream_record(stack: Line,
                           entries: list[tuple[str, list[str]]]) -> None:
-    """patches/upstream.toml: each patch absorbed by vllm-project/vllm#1,
+    """lines/upstream.toml: each patch absorbed by vllm-project/vllm#1,
     with evidence texts in vllm/core.py."""
     lines = []
     for patch, texts in entries:
@@ -202,7 +206,7 @@ def write_upstream_record(stack: Layout,
             "[[absorbed]]", f'patch = "{patch}"',
             'upstream = "vllm-project/vllm#1"', f"evidence = [{evidence}]", ""
         ]
-    (stack.patches / "upstream.toml").write_text("\n".join(lines))
+    stack.upstream_record.write_text("\n".join(lines))
 
 
 def write_base_pin(path: Path, version: str) -> None:

@@ -12,13 +12,18 @@ from conftest import REPO
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pstack", *args],
-                          cwd=REPO,
-                          text=True,
-                          env={
-                              **os.environ, "PYTHONPATH": str(REPO / "scripts")
-                          },
-                          capture_output=True)
+    return subprocess.run(
+        [sys.executable, "-m", "pstack", *args],
+        cwd=REPO,
+        text=True,
+        env={
+            **os.environ,
+            "PYTHONPATH": str(REPO / "scripts"),
+            # A command that runs in the line's venv runs
+            # in this one.
+            "PSTACK_VENV": sys.prefix
+        },
+        capture_output=True)
 
 
 def test_cli_reports_one_line_cause_and_next_step(stack):

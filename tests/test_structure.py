@@ -1,4 +1,4 @@
-"""The shape of scripts/pstack: imports go one way (core <- queue <- build <-
+"""The shape of scripts/pstack: imports go one way (core <- queue <- install <-
 harness <- cli), without cycles or private names across modules, and the
 patch queue needs nothing outside the standard library.
 
@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "scripts" / "pstack"
-LAYERS = ("core", "queue", "build", "harness")  # lowest first
+LAYERS = ("core", "queue", "install", "harness")  # lowest first
 # Besides the standard library: pip's package finder fetches the base files.
 STDLIB_EXTRAS = {"pip"}
 

@@ -1,6 +1,9 @@
 """The command line, `python -m pstack <command> [options]`: one table of
 commands, each a module with `configure(parser)` (its arguments) and
-`run(args, layout)` (its exit status). The Makefile's targets call it.
+`run(args, layout)` (its exit status). The Makefile's targets call it with
+the Python that runs make; a command that needs the line's runtime
+(`in_venv`) runs again in the line's venv, which its module's
+`runs_in(args, layout)` may choose otherwise (None: here).
 
 This table is the only description of the commands and of the Make targets:
 `make help` prints it (`pstack help --make`), the Makefile carries none, and
@@ -14,10 +17,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from .core.errors import UserError
-from .core.layout import Layout
+from .core.line import Line
 
 # Its Make target's variables: "" for a target without any, None for a
 # command that has no target (`python -m pstack <command>` only).
@@ -30,6 +36,9 @@ class Command:
     module: str  # under pstack
     summary: str
     make_vars: str | None = ""
+    # Runs in the line's venv (`make setup` makes it), not in the Python
+    # that runs make.
+    in_venv: bool = False
 
 
 @dataclass(frozen=True)
@@ -46,12 +55,12 @@ COMMANDS = (
     # The patch queue.
     Command(
         "apply", "queue.apply",
-        "(re)create vllm-src = base + patches/series (FORCE=1: discard "
+        "(re)create vllm-src-<version> = base + series (FORCE=1: discard "
         "unexported commits, kept on a backup/ branch)", "FORCE=1"),
     Command(
         "export", "queue.export",
         "vllm-src's branch series -> the patch files, series and "
-        "README.md's table in patches/"),
+        "README.md's table in lines/<version>/"),
     Command("sync", "queue.sync",
             "apply, unless vllm-src holds work of its own (setup runs it)"),
     Command(
@@ -60,67 +69,91 @@ COMMANDS = (
         "a body, its author's Signed-off-by:, Upstream-Status:"),
     Command(
         "rebase", "queue.rebase",
-        "carry the line onto vLLM TO as the line patches-TO/; run again to "
+        "carry the line onto vLLM TO as the line lines/TO/; run again to "
         "continue after a conflict", "TO=<version>"),
     Command(
         "rebase-report", "queue.rebase_report",
         "the rebase tried on a copy in build/, past every conflict: "
         "docs/reports/<version>/rebase.md", "TO=<version ...>"),
     Command(
-        "pr", "queue.pr",
-        "out/pr/<nn>-<slug>/: title, body (the release's PR template) and "
-        "patch, and a branch in vllm-src, per patch (default: all); runs the "
-        "release's offline linters on each", "N=<number|name>"),
-    # The build.
-    Command("fetch", "build.fetch",
+        "pr",
+        "queue.pr",
+        "out/<version>/pr/<nn>-<slug>/: title, body (the release's PR "
+        "template) and patch, signed off by you, and a branch in vllm-src, "
+        "per patch (default: all); runs the release's offline hooks on each",
+        "N=<number|name>",
+        in_venv=True),
+    # The install: downloads, the runtime, the wheels.
+    Command("fetch", "install.fetch",
             "download and verify the pinned sdist and wheels (cached)"),
     Command(
-        "setup", "build.setup_env",
-        ".venv with the CPU runtime and vLLM's CPU extension, vllm-src "
-        "installed editable"),
-    Command(
-        "wheel", "build.wheels",
-        "dist/: the CUDA wheel (official + the series' Python files) and "
-        "the CPU wheel, each verified"),
-    # The test and evaluation harness (in .venv).
-    Command("models", "harness.tiny_models",
-            "generate the tiny local test models (no model is downloaded)"),
-    Command(
-        "test", "harness.run_tests",
-        "what CI runs, on every line (LINE=: one): lint, the project's "
-        "tests, the series' vLLM tests, check-bisect", "ARGS=<pytest args>"),
-    Command(
-        "check-bisect", "harness.check_bisect",
-        "every prefix of the series compiles, lints and passes its own "
-        "tests", "ARGS=--no-tests|--again"),
-    Command(
-        "stress", "harness.stress",
-        "differential stress test: the engine without vs with the "
-        "connector", "N=<requests> SEED= K=<pytest -k>"),
-    Command(
-        "slow-copies", "harness.slow_copies",
-        "the line's offloading engine tests with each CPU-tier copy made "
-        "DELAY seconds late: tests that race transfers fail every time",
-        "DELAY=<seconds> K=<pytest -k>"),
-    Command(
-        "lm-eval", "harness.lm_eval.gate",
-        "correctness gate: the same lm-eval answers with offloading, "
-        "served from the CPU tier", "PROFILE=gpu MODEL= ARGS="),
-    Command("lm-eval-task", "harness.lm_eval.task",
-            "regenerate (or --check) the gate's local task data", NO_TARGET),
-    Command(
-        "demo", "harness.demo",
-        "offloading on a local model: a cold run, then the prompts served "
-        "from the CPU tier", "ARGS="),
-    Command("bench", "harness.bench",
-            "print the benchmark tables (B=: one of them)", "B=<name>"),
+        "setup", "install.setup_env",
+        ".venv-<version>: the line's CPU runtime (vLLM's CPU extension "
+        "built, or its published CPU wheel), vllm-src-<version> installed"),
+    Command("wheel",
+            "install.wheels",
+            "dist/<version>/: the CUDA wheel (official + the series' Python "
+            "files) and the CPU wheel, each verified",
+            in_venv=True),
+    # The test and evaluation harness (in the line's venv).
+    Command("models",
+            "harness.tiny_models",
+            "generate the tiny local test models (no model is downloaded)",
+            in_venv=True),
+    Command("test",
+            "harness.run_tests",
+            "what CI runs (LINE=: one line's part): lint, the project's "
+            "tests, each tested line's vLLM tests and check-bisect",
+            "ARGS=<pytest args>",
+            in_venv=True),
+    Command("check-bisect",
+            "harness.check_bisect",
+            "every prefix of the series compiles, lints and passes its own "
+            "tests",
+            "ARGS=--no-tests|--again",
+            in_venv=True),
+    Command("stress",
+            "harness.stress",
+            "differential stress test: the engine without vs with the "
+            "connector",
+            "N=<requests> SEED= K=<pytest -k>",
+            in_venv=True),
+    Command("slow-copies",
+            "harness.slow_copies",
+            "the line's offloading engine tests with each CPU-tier copy made "
+            "DELAY seconds late: tests that race transfers fail every time",
+            "DELAY=<seconds> K=<pytest -k>",
+            in_venv=True),
+    Command("lm-eval",
+            "harness.lm_eval.gate",
+            "correctness gate: the same lm-eval answers with offloading, "
+            "served from the CPU tier",
+            "PROFILE=gpu MODEL= ARGS=",
+            in_venv=True),
+    Command("lm-eval-task",
+            "harness.lm_eval.task",
+            "regenerate (or --check) the gate's local task data",
+            NO_TARGET,
+            in_venv=True),
+    Command("demo",
+            "harness.demo",
+            "offloading on a local model: a cold run, then the prompts served "
+            "from the CPU tier",
+            "ARGS=",
+            in_venv=True),
+    Command("bench",
+            "harness.bench",
+            "print the benchmark tables (B=: one of them)",
+            "B=<name>",
+            in_venv=True),
     Command(
         "help", "cli", "list the commands (--make: the Make targets and their "
         "variables)"),
 )
 
 MAKE_ONLY = (
-    Target("all", "the default goal: make wheel"),
+    Target("all", "the default goal: make wheel (of the newest line unless "
+           "LINE=)"),
     Target("rebase-abort",
            "undo the carry under way (TO= if several)",
            "TO=<version>",
@@ -130,10 +163,11 @@ MAKE_ONLY = (
            after="bench"),
 )
 
-MAKE_HEADER = ("make <target> [VARIABLE=value ...]; LINE=<version> points "
-               "any target at the line\npatches-<version>/ (default: "
-               "patches/); `python -m pstack <command> -h` has a\ncommand's "
-               "options.\n")
+MAKE_HEADER = (
+    "make <target> [VARIABLE=value ...]; LINE=<version> points "
+    "any target at the line\nlines/<version>/ (default: the newest, "
+    "the line users run); `python -m pstack\n<command> -h` has a "
+    "command's options.\n")
 
 
 def usage() -> str:
@@ -177,7 +211,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="the Make targets, for `make help`")
 
 
-def run(args: argparse.Namespace, layout: Layout) -> int:
+def run(args: argparse.Namespace, layout: Line) -> int:
     """`pstack help`: the commands, or with --make the Make targets."""
     print(make_help() if args.make else usage())
     return 0
@@ -203,4 +237,21 @@ def main(argv: list[str]) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     module.configure(parser)
     args = parser.parse_args(argv[1:])
-    return module.run(args, Layout.default())
+    line = Line.default()
+    if command.in_venv:
+        runs_in = getattr(module, "runs_in", lambda args, line: line)
+        run_in_venv(runs_in(args, line), argv)
+    return module.run(args, line)
+
+
+def run_in_venv(line: Line | None, argv: list[str]) -> None:
+    """Go on as `python -m pstack <argv>` in the venv of `line` (None: here)
+    unless this Python is that venv's."""
+    if line is None or Path(sys.prefix).resolve() == line.venv.resolve():
+        return
+    python = line.venv_python
+    if not python.exists():
+        raise UserError(f"{line.venv.name} does not exist",
+                        f"`make setup LINE={line.version}` makes it")
+    sys.stdout.flush()
+    os.execv(python, [str(python), "-m", "pstack", *argv])

@@ -51,7 +51,7 @@ def test_a_pin_with_cpu_wheel_writes_it_after_the_wheel_and_round_trips(
 
 
 def test_the_checkouts_base_files_load_without_a_cpu_wheel():
-    pin = BasePin.load(REPO / "patches" / "base.toml")
+    pin = BasePin.load(REPO / "lines" / "0.9.2" / "base.toml")
     assert (pin.cpu_wheel, pin.cpu_wheel_sha256) == ("", "")
 
 

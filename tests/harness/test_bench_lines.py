@@ -7,17 +7,15 @@ import argparse
 import pytest
 from conftest import write_base_pin
 from pstack.core.errors import UserError
-from pstack.core.layout import Layout
+from pstack.core.line import Line
 from pstack.harness import bench
 
 
-def _line(tmp_path, version: str) -> Layout:
-    patches = tmp_path / f"patches-{version}"
-    patches.mkdir()
-    write_base_pin(patches / "base.toml", version)
-    return Layout(patches=patches,
-                  src=tmp_path / f"vllm-src-{version}",
-                  cache=tmp_path / "cache")
+def _line(tmp_path, version: str) -> Line:
+    line = Line.at(tmp_path, version, tmp_path / "cache")
+    line.patches.mkdir(parents=True)
+    write_base_pin(line.base_file, version)
+    return line
 
 
 def test_a_line_with_upstreams_offloading_benchmarks_the_cpu_platform(
@@ -34,6 +32,6 @@ def test_a_benchmark_the_line_lacks_is_named(tmp_path):
     args = argparse.Namespace(names=["engine-throughput"])
     with pytest.raises(UserError,
                        match="unknown benchmark 'engine-throughput' for "
-                       "patches-0.32.0/") as err:
+                       "line 0.32.0") as err:
         bench.run(args, _line(tmp_path, "0.32.0"))
     assert "B=<one of transfer, ttft, serving>" in err.value.hint

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import write_base_pin
 from pstack.core.errors import UserError
-from pstack.core.layout import Layout
+from pstack.core.line import Line
 from pstack.harness import bench
 from pstack.harness.bench import runner
 
@@ -23,9 +23,7 @@ def test_alternating_rounds_reverse_the_order_every_other_round(
         return [{"call": len(calls)}]
 
     monkeypatch.setattr(runner, "run_script", fake_run_script)
-    layout = Layout(patches=tmp_path / "patches",
-                    src=tmp_path / "vllm-src",
-                    cache=tmp_path / "cache")
+    layout = Line.at(tmp_path, "0.9.2", tmp_path / "cache")
     results = runner.alternating_rounds(layout,
                                         "step.py",
                                         "step", {
@@ -71,19 +69,15 @@ def test_a_failing_script_is_a_user_error_after_its_stderr(
     (tmp_path / "fails.py").write_text(
         "import sys\nprint('Traceback: boom', file=sys.stderr)\nsys.exit(3)\n")
     monkeypatch.setattr(runner, "SCRIPTS", tmp_path)
-    layout = Layout(patches=tmp_path / "patches",
-                    src=tmp_path / "vllm-src",
-                    cache=tmp_path / "cache")
+    layout = Line.at(tmp_path, "0.9.2", tmp_path / "cache")
     with pytest.raises(UserError, match="fails.py failed with exit status 3"):
         runner.run_script(layout, "fails.py", tmp_path / "tree", "--x")
     assert "Traceback: boom" in capsys.readouterr().err
 
 
 def test_an_unknown_benchmark_is_a_user_error(tmp_path):
-    layout = Layout(patches=tmp_path / "patches",
-                    src=tmp_path / "vllm-src",
-                    cache=tmp_path / "cache")
-    layout.patches.mkdir()
+    layout = Line.at(tmp_path, "0.9.2", tmp_path / "cache")
+    layout.patches.mkdir(parents=True)
     write_base_pin(layout.base_file, "0.9.2")
     with pytest.raises(UserError, match="unknown benchmark 'nope'") as err:
         bench.run(argparse.Namespace(names=["nope"]), layout)

@@ -10,7 +10,7 @@ import sys
 import threading
 
 import pytest
-from pstack.core.layout import REPO, Layout
+from pstack.core.line import REPO, Line
 from pstack.harness.hub_standins import IMAGE_TOKEN, STANDINS, write_standins
 from pstack.harness.testenv import OFFLINE_ENV
 
@@ -54,14 +54,10 @@ print(json.dumps(out))
 
 def _line_pythons() -> dict[str, str]:
     """The Python of each line of this checkout whose venv exists."""
-    layout = Layout.default().default_line()
-    found = {}
-    for version, patches in layout.lines():
-        line = (layout if patches == layout.patches else layout.line(version))
-        python = line.venv / "bin" / "python"
-        if python.exists():
-            found[version] = str(python)
-    return found
+    return {
+        line.version: str(line.venv_python)
+        for line in Line.default().lines() if line.venv_python.exists()
+    }
 
 
 def _files(root) -> dict[str, bytes]:

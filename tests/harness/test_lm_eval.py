@@ -10,6 +10,7 @@ import sys
 
 import pytest
 from conftest import REPO
+from pstack.core.line import Line
 from pstack.harness.lm_eval import task as lm_eval_task
 from pstack.harness.lm_eval.protocol import RunResult, WorkerJob
 from pstack.harness.lm_eval.verdict import (LOGPROB_TOLERANCE, format_report,
@@ -248,14 +249,20 @@ def test_prompt_logprob_requests_must_not_load_from_the_cpu_tier():
 
 
 def _gate(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pstack", "lm-eval", *args],
-                          cwd=REPO,
-                          env={
-                              **os.environ, "PYTHONPATH": str(REPO / "scripts")
-                          },
-                          text=True,
-                          capture_output=True,
-                          timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "pstack", "lm-eval", *args],
+        cwd=REPO,
+        env={
+            **os.environ,
+            "PYTHONPATH": str(REPO / "scripts"),
+            # The gate on this Python's vLLM: the oldest
+            # line's, which runs the project's tests.
+            "PSTACK_LINE": Line.default().lines()[0].version,
+            "PSTACK_VENV": sys.prefix
+        },
+        text=True,
+        capture_output=True,
+        timeout=900)
 
 
 def test_bad_arguments_get_one_line_and_a_hint():

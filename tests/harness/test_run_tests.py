@@ -1,6 +1,6 @@
 """`make test`: the split of a line's vLLM test files into pytest runs, and
 the run's exit status and total line (the other lines' parts:
-test_other_lines.py)."""
+test_line_parts.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ import time
 import pytest
 from conftest import write_base_pin
 from pstack.core.errors import UserError
-from pstack.core.layout import Layout
+from pstack.core.line import Line
 from pstack.harness import run_tests
 from pstack.harness.junit import Counts
-from pstack.harness.run_tests import (bisects, finish, pytest_batches,
+from pstack.harness.line_parts import checked_at_tip, lines_checked_at_tip
+from pstack.harness.run_tests import (finish, pytest_batches,
                                       upstream_suite_tests)
 
 
@@ -54,10 +55,8 @@ def test_finish_fails_if_nothing_passed_or_pytest_failed(capsys):
 
 
 def test_upstream_suites_expand_to_their_test_files(tmp_path, monkeypatch):
-    layout = Layout(patches=tmp_path / "patches",
-                    src=tmp_path / "vllm-src",
-                    cache=tmp_path / "cache")
-    layout.patches.mkdir()
+    layout = Line.at(tmp_path, "0.0.1", tmp_path / "cache")
+    layout.patches.mkdir(parents=True)
     write_base_pin(layout.base_file, "0.0.1")
     for name in ("tests/suite/test_b.py", "tests/suite/sub/test_a.py",
                  "tests/suite/utils.py", "tests/test_alone.py"):
@@ -77,18 +76,13 @@ def test_upstream_suites_expand_to_their_test_files(tmp_path, monkeypatch):
         upstream_suite_tests(layout)
 
 
-def test_the_default_and_the_newest_line_bisect(tmp_path):
-
-    def line(folder: str, version: str) -> None:
-        (tmp_path / folder).mkdir()
-        write_base_pin(tmp_path / folder / "base.toml", version)
-
-    line("patches", "0.9.2")
-    line("patches-0.10.2", "0.10.2")
-    line("patches-0.32.0", "0.32.0")
-    default = Layout(patches=tmp_path / "patches",
-                     src=tmp_path / "vllm-src",
-                     cache=tmp_path / "cache")
-    assert [bisects(default.line(v))
-            for v in ("0.10.2", "0.32.0")] == [False, True]
-    assert bisects(default)
+def test_the_oldest_and_the_newest_line_are_tested_at_their_tip(tmp_path):
+    for version in ("0.9.2", "0.10.2", "0.32.0"):
+        (tmp_path / "lines" / version).mkdir(parents=True)
+        write_base_pin(tmp_path / "lines" / version / "base.toml", version)
+    oldest = Line.at(tmp_path, "0.9.2", tmp_path / "cache")
+    assert [
+        checked_at_tip(oldest.line(v)) for v in ("0.9.2", "0.10.2", "0.32.0")
+    ] == [True, False, True]
+    checked = lines_checked_at_tip(oldest)
+    assert [line.version for line in checked] == ["0.9.2", "0.32.0"]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
-from pstack.core.layout import Layout
+from pstack.core.line import Line
 from pstack.harness import slow_copies
 
 # A vLLM tree with the copy function of the 0.32 line (a module function)
@@ -117,9 +117,9 @@ def test_only_offloading_engine_tests_are_run(tmp_path, monkeypatch):
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
-    layout = Layout(patches=tmp_path / "patches",
-                    src=tmp_path,
-                    cache=tmp_path / "cache")
+    layout = Line(patches=tmp_path / "lines" / "0.0.1",
+                  src=tmp_path,
+                  cache=tmp_path / "cache")
     monkeypatch.setattr(slow_copies, "touched_vllm_tests",
                         lambda _layout: list(files))
     assert slow_copies.offloading_engine_tests(layout) == [

@@ -13,7 +13,7 @@ import threading
 import pytest
 from engine import RUNNER, prompts
 from pstack.core.errors import UserError
-from pstack.core.layout import REPO, Layout
+from pstack.core.line import REPO, Line
 from pstack.harness import tiny_models
 from pstack.harness.testenv import OFFLINE_ENV
 from pstack.harness.tiny_models import SPECS, generate
@@ -66,17 +66,11 @@ print(json.dumps(out))
 
 def _line_pythons() -> dict[str, str]:
     """vLLM version -> the Python of that line's venv, for each line of the
-    checkout whose venv exists, the default line first."""
-    default = Layout.default().default_line()
-    pythons = {}
-    for version, patches in default.lines():
-        if patches != default.patches:
-            python = default.line(version).venv_python
-        else:
-            python = default.venv_python
-        if python.exists():
-            pythons[version] = str(python)
-    return pythons
+    checkout whose venv exists, the oldest first."""
+    return {
+        line.version: str(line.venv_python)
+        for line in Line.default().lines() if line.venv_python.exists()
+    }
 
 
 def _digest(path) -> dict[str, str]:

@@ -9,6 +9,25 @@ from pstack.core.patch import Patch
 from pstack.queue.apply import apply
 from pstack.queue.export import export
 
+PERSON = "Grace Hopper <grace@example.com>"
+ALIAS = "vLLM KV offload team <kv-offload@vllm-patch-stack.invalid>"
+
+
+def _git_identity(tmp_path, monkeypatch, name: str | None,
+                  email: str | None) -> None:
+    """The git config of the person running `make pr`: a global one of
+    these only, whatever the machine's."""
+    config = tmp_path / "person.gitconfig"
+    config.write_text("[user]\n" + (f"\tname = {name}\n" if name else "") +
+                      (f"\temail = {email}\n" if email else ""))
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+
+
+@pytest.fixture(autouse=True)
+def person(tmp_path, monkeypatch) -> None:
+    _git_identity(tmp_path, monkeypatch, "Grace Hopper", "grace@example.com")
+
 
 def _series_for_pr(stack) -> None:
     apply(stack)
@@ -51,7 +70,7 @@ def test_pr_writes_title_body_patch_and_branch_with_prerequisites(
     body = (d / "body.md").read_text()
     assert ("## Purpose\n\nWhy: the test needs a change.\n\n"
             "Part of RFC #19854.\n" in body)
-    assert "Upstream-Status: Pending" in body
+    assert "Upstream-Status" not in body
     assert "Signed-off-by" not in body.split("---")[0]
     # D changes core.py, as A does: A is its prerequisite; B and C are not.
     assert ("- [Core] A (not submitted yet: `make pr N=1`, branch "
@@ -61,8 +80,9 @@ def test_pr_writes_title_body_patch_and_branch_with_prerequisites(
     assert "## Test Plan" in body
     assert "pre-commit run --files vllm/core.py" in body
     assert "No results recorded" in body
+    # Ada wrote and signed off the patch; Grace sends it and signs off too.
     assert ("DCO: ok, signed off by the author Ada Lovelace "
-            "<ada@example.com>" in body)
+            f"<ada@example.com> and by {PERSON}\n" in body)
     log = git(stack.src, "log", "--format=%s",
               "v0.0.1..pr/04-core-d").split("\n")
     assert log[:2] == ["[Core] D", "[Core] A"] and len(log) == 3  # trailing ""
@@ -172,3 +192,73 @@ def test_pr_prerequisites_follow_imports():
     ]
     # 4 shares no file with 1 or 2 but imports what they add.
     assert prerequisites(patches, 4) == [1, 2]
+
+
+def _commit_as_alias(src, path: str, old: str, new: str, subject: str) -> None:
+    """A patch as the series has them: the project alias's, signed off by
+    it, with an Upstream-Status."""
+    f = src / path
+    f.write_text(f.read_text().replace(old, new))
+    git(
+        src, "-c", "user.name=vLLM KV offload team", "-c",
+        "user.email=kv-offload@vllm-patch-stack.invalid", "commit", "-q", "-a",
+        "-m", f"{subject}\n\nWhy.\n\nUpstream-Status: Pending\n"
+        f"Signed-off-by: {ALIAS}\n")
+
+
+def test_pr_commits_are_the_persons_signed_off_by_them_only(stack, tmp_path):
+    from pstack.queue.pr import pr
+    apply(stack)
+    _commit_as_alias(stack.src, "vllm/version.py", "0.0.1", "0.0.1+a",
+                     "[Misc] A")
+    _commit_as_alias(stack.src, "vllm/version.py", "0.0.1+a", "0.0.1+c",
+                     "[Misc] C")
+    _commit_as_alias(stack.src, "tests/test_core.py", "assert True",
+                     "assert 1 + 1 == 2", "[Core] B")
+    export(stack)
+    out = tmp_path / "out"
+    # 1 and 2 are the series up to them (2 changes what 1 does); 3 is
+    # picked onto the base alone: every commit of each branch is sent.
+    pr(stack, [], out, results_file=tmp_path / "none.json")
+    commits = git(stack.src, "rev-list", "v0.0.1..pr/02-misc-c",
+                  "v0.0.1..pr/03-core-b").split()
+    assert len(commits) == 3
+    for commit in commits:
+        who = git(stack.src, "log", "-1", "--format=%an <%ae>|%cn <%ce>",
+                  commit).strip()
+        assert who == f"{PERSON}|{PERSON}"
+        message = git(stack.src, "log", "-1", "--format=%B", commit)
+        assert message.endswith(f"Why.\n\nSigned-off-by: {PERSON}\n\n")
+    for folder in ("01-misc-a", "02-misc-c", "03-core-b"):
+        patch = (out / folder / "patch").read_text()
+        assert f"From: {PERSON}\n" in patch
+        assert patch.count("Signed-off-by:") == 1
+        assert f"Signed-off-by: {PERSON}\n" in patch
+        assert "Upstream-Status" not in patch and ".invalid" not in patch
+        body = (out / folder / "body.md").read_text()
+        assert f"DCO: ok, signed off by the author {PERSON}\n" in body
+    # The series itself is the project's still.
+    assert git(stack.src, "log", "-1", "--format=%ae",
+               "series").strip() == "kv-offload@vllm-patch-stack.invalid"
+
+
+@pytest.mark.parametrize(
+    "name, email, says",
+    [(None, "grace@example.com", "git has no user.name or user.email"),
+     ("Grace Hopper", None, "git has no user.name or user.email"),
+     ("vLLM KV offload team", "kv-offload@vllm-patch-stack.invalid",
+      "user.email is kv-offload@vllm-patch-stack.invalid, the project's "
+      "address, not a person's"),
+     ("Grace Hopper", "noreply@vllm.invalid", "not a person's")])
+def test_pr_refuses_without_a_persons_identity(stack, tmp_path, monkeypatch,
+                                               name, email, says):
+    from pstack.queue.pr import pr
+    _series_for_pr(stack)
+    _git_identity(tmp_path, monkeypatch, name, email)
+    with pytest.raises(UserError, match="signs the PRs off as you") as err:
+        pr(stack, [], tmp_path / "out", results_file=tmp_path / "none.json")
+    assert says in str(err.value) and "\n" not in str(err.value)
+    assert "git config user.email" in err.value.hint
+    # Nothing written.
+    assert not (tmp_path / "out").exists()
+    assert git(stack.src, "branch", "--list", "pr/*") == ""

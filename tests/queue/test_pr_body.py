@@ -98,3 +98,16 @@ def test_a_release_with_the_purpose_template(tmp_path: Path):
     assert text.startswith("## Purpose\n\nThe worker asserts success")
     assert "Part of RFC #19854." in text
     assert "## Test Plan" in text and "## Test Result" in text
+
+
+def test_the_dco_line_names_every_sign_off_and_no_project_trailer(
+        tmp_path: Path):
+    # The commit a PR sends: its sender signs off after its author, and
+    # the series' Upstream-Status is not the PR's.
+    message = MESSAGE + "\nSigned-off-by: Grace Hopper <grace@example.com>"
+    patch = Patch.parse("[Core] A", "Ada Lovelace <ada@example.com>", message)
+    text = body(tmp_path, patch, _context())
+    assert text.endswith("---\n\nDCO: ok, signed off by the author Ada "
+                         "Lovelace <ada@example.com> and by Grace Hopper "
+                         "<grace@example.com>\n")
+    assert "Upstream-Status" not in text

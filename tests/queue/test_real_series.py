@@ -10,7 +10,7 @@ import sys
 import pytest
 from conftest import git
 from pstack.core.gitrepo import GitRepo
-from pstack.core.layout import REPO, Layout
+from pstack.core.line import REPO, Line
 from pstack.core.series import read_series
 from pstack.queue.apply import apply
 from pstack.queue.check_series import lint_series
@@ -23,13 +23,12 @@ V092_IMPORT_COMMIT = "3477105208"
 
 
 @pytest.fixture(scope="module")
-def scratch(tmp_path_factory) -> Layout:
-    real = Layout.default()
+def scratch(tmp_path_factory) -> Line:
+    real = Line.default().lines()[0]  # the whole series
     tmp = tmp_path_factory.mktemp("real-series")
-    shutil.copytree(real.patches, tmp / "patches")
-    paths = Layout(patches=tmp / "patches",
-                   src=tmp / "vllm-src",
-                   cache=real.cache)
+    paths = Line.at(tmp, real.version, real.cache)
+    shutil.copytree(real.patches, paths.patches)
+    shutil.copyfile(real.upstream_record, paths.upstream_record)
     apply(paths)
     return paths
 
@@ -54,16 +53,17 @@ def test_every_patch_is_upstream_shaped(scratch):
     lint_series(scratch)
 
 
-def _other_lines() -> list[str]:
-    return [version for version, _ in Layout.default().lines()[1:]]
+def _carried_lines() -> list[str]:
+    """The lines `make rebase` made: all but the oldest."""
+    return [line.version for line in Line.default().lines()[1:]]
 
 
 @pytest.mark.network
-@pytest.mark.parametrize("version", _other_lines())
+@pytest.mark.parametrize("version", _carried_lines())
 def test_make_rebase_rewrites_each_line_byte_for_byte(tmp_path, version):
     """A fresh clone's `make rebase TO=<version>` makes the committed line:
     every resolution replayed from its record, nothing asked."""
-    real = Layout.default()
+    real = Line.default()
     clone = tmp_path / "clone"
     git(tmp_path, "clone", "-q", str(REPO), str(clone))
     proc = subprocess.run(

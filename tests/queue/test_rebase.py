@@ -10,7 +10,7 @@ import pytest
 from conftest import (UPSTREAMED_A_CONFLICTS_B, commit_change, commit_project,
                       git, new_release, series_abc, write_upstream_record)
 from pstack.core.errors import UserError
-from pstack.core.layout import Layout
+from pstack.core.line import Line
 from pstack.core.pin import BasePin
 from pstack.core.series import read_series
 from pstack.queue.apply import apply
@@ -24,7 +24,7 @@ def _files(directory) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
 
 
-def _carry_resolving_b(stack: Layout, subject: str | None = None) -> Layout:
+def _carry_resolving_b(stack: Line, subject: str | None = None) -> Line:
     """Carry A, B, C onto 0.0.2 (A upstream, B conflicts), resolving B by
     hand the way only a person knows (and giving it a new subject, if
     given); return the new line."""
@@ -56,15 +56,14 @@ def test_carry_writes_the_line_and_replays_it_byte_for_byte(
     line = _carry_resolving_b(stack)
     # The line carried is as it was; the new one sits next to it.
     assert _files(stack.patches) == carried_line
-    assert line.patches == stack.patches.parent / "patches-0.0.2"
+    assert line.patches == stack.root / "lines" / "0.0.2"
     assert read_series(line) == ["Core-B.patch", "Core-C.patch"]
     assert BasePin.load(line.base_file).version == "0.0.2"
     assert "line nine, as upstream's NINE" in (line.patches /
                                                "Core-B.patch").read_text()
     record = (line.patches / "carried.toml").read_text()
     assert 'patch = "Core-B.patch"\nsource = "Core-B.patch"' in record
-    assert (stack.patches.parent /
-            "docs/reports/0.0.2/carry.range-diff").exists()
+    assert (stack.root / "docs/reports/0.0.2/carry.range-diff").exists()
     # Each line's README.md lists its own patches, also when the line is
     # exported after work in its vllm-src.
     export(line)
@@ -123,7 +122,7 @@ def test_a_patch_skipped_during_the_carry_stays_left_out(stack, monkeypatch):
     assert _files(line.patches) == committed
 
 
-def _commit_in_line(line: Layout, old: str, new: str, subject: str) -> None:
+def _commit_in_line(line: Line, old: str, new: str, subject: str) -> None:
     """A patch written in the line: committed at its tip and exported."""
     apply(line)
     commit_change(line.src, "vllm/core.py", old, new, subject)
@@ -191,7 +190,7 @@ def test_a_changed_source_patch_is_refused_before_anything_moves(
     source_b.write_text(source_b.read_text().replace(
         "Why: the test needs a change.", "Why: a reviewer asked for more."))
     with pytest.raises(UserError,
-                       match=r"changed since patches-0.0.2/ recorded how "
+                       match=r"changed since lines/0.0.2/ recorded how "
                        r"they are carried: Core-B.patch") as err:
         carry(stack, "0.0.2")
     assert "carried.toml" in err.value.hint
@@ -209,7 +208,7 @@ def test_a_recorded_version_that_no_longer_applies_stops_clearly(
         "-line 15", "-line 15 of a tree that never was"))
     commit_project(stack)
     with pytest.raises(UserError,
-                       match=r"recorded version patches-0.0.2/Core-C.patch "
+                       match=r"recorded version lines/0.0.2/Core-C.patch "
                        r"does not apply on v0.0.2"):
         carry(stack, "0.0.2")
     abort_carry(stack, None)
@@ -234,14 +233,14 @@ def test_line_picks_the_patches_vllm_src_and_venv_of_a_release(
     new_release(stack, monkeypatch, "0.0.2", UPSTREAMED_A_CONFLICTS_B)
     line = _carry_resolving_b(stack)
     monkeypatch.setenv("PSTACK_LINE", "0.0.2")
-    assert Layout.default() == line
-    assert line.venv == stack.patches.parent / ".venv-0.0.2"
+    assert Line.default() == line
+    assert line.venv == stack.root / ".venv-0.0.2"
     monkeypatch.setenv("PSTACK_LINE", "0.0.1")
-    assert Layout.default().patches == stack.patches
+    assert Line.default().patches == stack.patches
     monkeypatch.setenv("PSTACK_LINE", "0.0.3")
     with pytest.raises(UserError, match="no line on vLLM 0.0.3") as err:
-        Layout.default()
-    assert "0.0.1 (patches/), 0.0.2 (patches-0.0.2/)" in err.value.hint
+        Line.default()
+    assert "its lines: 0.0.1, 0.0.2;" in err.value.hint
 
 
 def test_todo_plan_drops_and_replays_by_abbreviated_commit():
@@ -258,12 +257,12 @@ def test_todo_plan_drops_and_replays_by_abbreviated_commit():
 
 def test_each_line_writes_its_results_and_scratch_trees_apart(stack):
     line = stack.line("0.0.2")
-    assert stack.out == stack.root / "out"
-    assert stack.build == stack.root / "build"
+    assert stack.out == stack.root / "out" / "0.0.1"
+    assert stack.build == stack.root / "build" / "0.0.1"
+    assert stack.dist == stack.root / "dist" / "0.0.1"
     assert line.out == stack.root / "out" / "0.0.2"
     assert line.build == stack.root / "build" / "0.0.2"
-    default = line.default_line()
-    assert (default.patches, default.src) == (stack.patches, stack.src)
+    assert line.dist == stack.root / "dist" / "0.0.2"
 
 
 def test_todo_plan_adds_the_patches_written_in_the_line_in_place():
@@ -337,7 +336,7 @@ def test_carrying_again_carries_the_line_the_record_names(
     capsys.readouterr()
     source = recorded_source(stack, "0.0.3")
     assert source.patches == line.patches
-    assert "carried from patches-0.0.2/" in capsys.readouterr().out
+    assert "carried from lines/0.0.2/" in capsys.readouterr().out
     carry(source, "0.0.3")
     assert _files(newer.patches) == committed
     # Carrying onto 0.0.2 again still starts from the default line.

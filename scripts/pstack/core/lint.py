@@ -46,10 +46,12 @@ class LintResult:
 def lint(linter: str,
          files: list[str],
          cwd: Path,
-         env: dict[str, str] | None = None) -> LintResult:
+         env: dict[str, str] | None = None,
+         python: Path | str = sys.executable) -> LintResult:
+    """`linter` on `files`, with the `python` whose venv has it."""
     if not files:
         return LintResult(linter, "ok")
-    proc = subprocess.run([sys.executable, *LINTERS[linter], *files],
+    proc = subprocess.run([str(python), *LINTERS[linter], *files],
                           cwd=cwd,
                           env=env,
                           text=True,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .errors import UserError
 from .gitrepo import PORTABLE_CONFIG, GitRepo
-from .layout import Layout
+from .line import Line
 from .patch import Patch, file_name
 
 # Byte-stable export: full blob ids for `am -3`, no commit ids or git
@@ -21,7 +21,7 @@ FORMAT_PATCH = [
 ]
 
 
-def read_series(layout: Layout) -> list[str]:
+def read_series(layout: Line) -> list[str]:
     """The patch file names, in order."""
     path = layout.series_file
     if not path.exists():
@@ -39,7 +39,7 @@ def read_series(layout: Layout) -> list[str]:
     return names
 
 
-def write_series(layout: Layout, names: list[str]) -> None:
+def write_series(layout: Line, names: list[str]) -> None:
     """Write the order, keeping the file's comment lines."""
     path = layout.series_file
     header = [
@@ -48,13 +48,13 @@ def write_series(layout: Layout, names: list[str]) -> None:
     path.write_text("\n".join(header + names) + "\n")
 
 
-def read_patches(layout: Layout) -> list[tuple[str, Patch]]:
+def read_patches(layout: Line) -> list[tuple[str, Patch]]:
     """(file name, patch) of every patch in the series, in order."""
     return [(name, Patch.from_file(layout.patches / name))
             for name in read_series(layout)]
 
 
-def series_label(layout: Layout) -> str:
+def series_label(layout: Line) -> str:
     """Local version label of the series in patches/: patch count + content
     digest."""
     names = read_series(layout)

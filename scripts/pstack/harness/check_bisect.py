@@ -33,15 +33,15 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from ..build.setup_env import stamp
 from ..core import lint as core_lint
 from ..core.check_results import PatchResult, load_results, save_results
 from ..core.errors import UserError, progress
 from ..core.gitrepo import GitRepo
-from ..core.layout import Layout
+from ..core.line import Line
 from ..core.lint import lint, linters_for
 from ..core.pin import BasePin
 from ..core.vllm_src import SERIES, VllmSrc
+from ..install.setup_env import stamp
 from .testenv import DESELECT_FILE, deselected, test_env
 
 HERE = Path(__file__).parent
@@ -59,7 +59,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="also write this run's results here")
 
 
-def run(args: argparse.Namespace, layout: Layout) -> int:
+def run(args: argparse.Namespace, layout: Line) -> int:
     start = time.monotonic()
     results = check_bisect(layout, args.no_tests, reuse=not args.again)
     print_report(results)
@@ -187,7 +187,7 @@ def tests_at_tip(files: list[str],
     return note, [f"{f}: {covered[f]}" for f in files if covered[f] != "ok"]
 
 
-def check_bisect(layout: Layout,
+def check_bisect(layout: Line,
                  skip_tests: bool = False,
                  tip_results: dict[str, str] | None = None,
                  reuse: bool = True,

@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from ..core.errors import UserError, progress
-from ..core.layout import Layout
+from ..core.line import Line
 from .testenv import ENGINE_ENV
 from .tiny_models import SPECS, WORDS, generate
 
@@ -51,7 +51,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="offloaded block size in tokens (multiple of 16)")
 
 
-def run(args: argparse.Namespace, layout: Layout) -> int:
+def run(args: argparse.Namespace, layout: Line) -> int:
     check_block_size(args.block_size)
     # Before torch and vLLM are imported.
     os.environ.update(ENGINE_ENV)

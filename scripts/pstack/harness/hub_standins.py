@@ -38,7 +38,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ..core.layout import cache_dir
+from ..core.line import cache_dir
 from .tiny_models import bpe_tokenizer
 
 TOKENIZER_VOCAB = 1024

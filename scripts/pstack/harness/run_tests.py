@@ -1,27 +1,28 @@
-"""`make test`: the project's own Python linted, its tests, then the vLLM
-test files the series touches, on every line of the checkout.
+"""`make test`: the project's own Python linted, its tests, then each tested
+line's part: the vLLM test files its series touches, its upstream suites,
+the lm-eval gate and check-bisect.
 
-The tests run under the project venv with the offline switches set. Then
-check-bisect checks every prefix of the series (see check_bisect.py),
-reusing the tip run for test files a prefix shares with the tip. Each
-linter and each prefix counts as one test.
+`make test` orchestrates from the Python that runs make (standard library
+only). Each line tested at its tip (line_parts.checked_at_tip: the oldest and
+the newest) is set up first if needed (the project's tests build its wheels
+too) and runs its part in its own venv, in a process of its own, with the
+offline switches set (`make test LINE=<version>` runs only that part, in
+this process). The project's tests (tests/, the lm-eval gate among them)
+run in the oldest line's venv, whose vLLM has the series' own connector;
+that line's part follows them, while the newest line's part runs alongside
+from the start. A line in between is left to `make test LINE=<version>`.
 
 A line whose series changes upstream's code rather than adding its own
 also runs upstream's tests of that code (ci/vllm-suites-<version>.txt).
-check-bisect runs on the default and the newest line (bisects()).
-
-The project's tests (tests/, the lm-eval gate among them) run once, on the
-default line. Each other line of the checkout (patches-<version>/) is set up
-first if needed and runs its own part in its own venv, alongside the default
-line's: its vLLM test files at its tip, the lm-eval gate on its vLLM, and
-check-bisect over its series, the lines' check-bisect runs taking turns
-(`make test LINE=<version>` runs only that part). The final line sums it
-all up ("total: N passed, N failed, N skipped"). PSTACK_NO_BISECT=1 leaves
-check-bisect out; extra arguments (ARGS=...) are for pytest and run the
-project's tests only.
+check-bisect (check_bisect.py) checks every prefix of a tested line's
+series, reusing its tip run for test files a prefix shares with the tip;
+the lines' check-bisect runs take turns. Each linter and each prefix counts
+as one test. The final line sums it all up ("total: N passed, N failed, N
+skipped"). PSTACK_NO_BISECT=1 leaves check-bisect out; extra arguments
+(ARGS=...) are for pytest and run the project's tests only.
 
 This module orchestrates the run; the counts and the JUnit files they are
-read from are in junit.py, the other lines' processes in other_lines.py.
+read from are in junit.py, the lines' processes in line_parts.py.
 """
 
 from __future__ import annotations
@@ -36,15 +37,15 @@ import time
 from pathlib import Path
 
 from ..core.errors import UserError, progress
-from ..core.layout import REPO, Layout
+from ..core.line import REPO, Line
 from ..core.lint import lint, linters_for
-from ..core.pin import BasePin, release_order
 from ..core.vllm_src import SERIES, VllmSrc
 from .check_bisect import check_bisect, print_report
 from .junit import Counts, junit_by_file, junit_counts
-from .other_lines import (finish_other_line, one_bisect_at_a_time, other_lines,
-                          prepare_line, pstack_env, start_other_line,
-                          stop_other_lines)
+from .line_parts import (checked_at_tip, finish_line_part,
+                         lines_checked_at_tip, one_bisect_at_a_time,
+                         prepare_line, pstack_env, start_line_part,
+                         stop_line_parts)
 from .testenv import deselected, test_env
 
 # The project's own Python, linted with the settings in pyproject.toml.
@@ -63,21 +64,27 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         "only; pass them after --")
 
 
-def run(args: argparse.Namespace, layout: Layout) -> int:
-    if layout.is_default_line:
+def runs_in(args: argparse.Namespace, layout: Line) -> Line | None:
+    """`make test LINE=<version>` runs in the line's venv; `make test`
+    orchestrates from here and runs each part in its venv."""
+    return layout if os.environ.get("PSTACK_LINE") else None
+
+
+def run(args: argparse.Namespace, layout: Line) -> int:
+    if not os.environ.get("PSTACK_LINE"):
         return run_all(layout, args.pytest_args)
     if args.pytest_args:
         raise UserError(
-            "ARGS= selects the project's tests, which run on the default "
-            "line", "make test ARGS=... without LINE=")
+            "ARGS= selects the project's tests, which run in the oldest "
+            "line's venv", "make test ARGS=... without LINE=")
     start = time.monotonic()
     return finish(run_line(layout), [0], start)
 
 
-def touched_vllm_tests(layout: Layout) -> list[str]:
+def touched_vllm_tests(layout: Line) -> list[str]:
     """Test files under the line's vllm-src/tests that its series adds or
     modifies."""
-    pin = BasePin.load(layout.base_file)
+    pin = layout.pin
     out = VllmSrc(layout.src).git("diff", "--name-only", "--diff-filter=AM",
                                   pin.tag, SERIES, "--", "tests/")
     return [p for p in out.split() if _is_test_file(p)]
@@ -93,10 +100,10 @@ def suites_file(version: str) -> Path:
     return REPO / "ci" / f"vllm-suites-{version}.txt"
 
 
-def upstream_suite_tests(layout: Layout) -> list[str]:
+def upstream_suite_tests(layout: Line) -> list[str]:
     """The test files of the upstream suites the line's suites file names,
     in its vllm-src: each path a file, or a directory of `test_*.py`."""
-    version = BasePin.load(layout.base_file).version
+    version = layout.version
     listed = suites_file(version)
     if not listed.exists():
         return []
@@ -119,21 +126,25 @@ def upstream_suite_tests(layout: Layout) -> list[str]:
     return files
 
 
-def _pytest(args: list[str], cwd: Path, junit: Path, env: dict[str,
-                                                               str]) -> int:
-    cmd = [sys.executable, "-m", "pytest", f"--junitxml={junit}", *args]
+def _pytest(args: list[str],
+            cwd: Path,
+            junit: Path,
+            env: dict[str, str],
+            python: Path | str = sys.executable) -> int:
+    cmd = [str(python), "-m", "pytest", f"--junitxml={junit}", *args]
     progress(" ".join(cmd[2:]) + f"   (in {cwd})")
     return subprocess.run(cmd, cwd=cwd, env={**os.environ, **env}).returncode
 
 
-def lint_own_code() -> Counts:
-    """ruff, yapf and isort on scripts/ and tests/: one test each."""
+def lint_own_code(python: Path) -> Counts:
+    """ruff, yapf and isort (those of `python`'s venv) on scripts/ and
+    tests/: one test each."""
     files = sorted(
         str(p.relative_to(REPO)) for d in OWN_CODE
         for p in (REPO / d).rglob("*.py"))
     counts = Counts()
     for linter in linters_for(REPO):
-        result = lint(linter, files, REPO)
+        result = lint(linter, files, REPO, python=python)
         progress(f"lint {linter}: {result.summary}")
         if not result.ok:
             print(result.output.rstrip()[-3000:])
@@ -141,7 +152,7 @@ def lint_own_code() -> Counts:
     return counts
 
 
-def _bisect(layout: Layout, tip_results: dict[str, str]) -> Counts:
+def _bisect(layout: Line, tip_results: dict[str, str]) -> Counts:
     """check-bisect over the series, reusing the tip run above; counts per
     prefix."""
     assert layout.root is not None
@@ -152,7 +163,7 @@ def _bisect(layout: Layout, tip_results: dict[str, str]) -> Counts:
         return _bisect_now(layout, tip_results)
 
 
-def _bisect_now(layout: Layout, tip_results: dict[str, str]) -> Counts:
+def _bisect_now(layout: Line, tip_results: dict[str, str]) -> Counts:
     start = time.monotonic()
     try:
         results = check_bisect(layout, tip_results=tip_results)
@@ -181,17 +192,16 @@ def pytest_batches(src: Path, files: list[str]) -> list[list[str]]:
     return ([rest] if rest else []) + [[f] for f in alone]
 
 
-def vllm_tests_at_tip(layout: Layout, tmp: Path,
+def vllm_tests_at_tip(layout: Line, tmp: Path,
                       env: dict[str, str]) -> tuple[Counts, dict[str, str]]:
     """The vLLM test files the line touches and its upstream suites, at its
     tip: counts, and the outcome per file (check-bisect reuses it)."""
     touched = touched_vllm_tests(layout)
     suites = [f for f in upstream_suite_tests(layout) if f not in touched]
     if suites:
-        progress(
-            f"{layout.src.name}: {len(touched)} test files of the "
-            f"series and {len(suites)} of upstream's suites "
-            f"({suites_file(BasePin.load(layout.base_file).version).name})")
+        progress(f"{layout.src.name}: {len(touched)} test files of the "
+                 f"series and {len(suites)} of upstream's suites "
+                 f"({suites_file(layout.version).name})")
     vllm_tests = touched + suites
     counts: Counts = Counts()
     by_file: dict[str, str] = {}
@@ -212,10 +222,10 @@ def vllm_tests_at_tip(layout: Layout, tmp: Path,
     return counts, by_file
 
 
-def lm_eval_gate(layout: Layout) -> Counts:
+def lm_eval_gate(layout: Line) -> Counts:
     """The lm-eval gate on this line's vLLM (`make lm-eval LINE=...`): one
-    test. The default line's runs among the project's tests."""
-    version = BasePin.load(layout.base_file).version
+    test. The oldest line's runs among the project's tests."""
+    version = layout.version
     progress(f"lm-eval gate on vLLM {version}")
     proc = subprocess.run([sys.executable, "-m", "pstack", "lm-eval"],
                           cwd=REPO,
@@ -224,7 +234,7 @@ def lm_eval_gate(layout: Layout) -> Counts:
                   failed=int(proc.returncode != 0))
 
 
-def run_line(layout: Layout) -> Counts:
+def run_line(layout: Line) -> Counts:
     """A line's own part of the run, in its venv (this process): its vLLM
     tests at the tip, the lm-eval gate, check-bisect if it bisects."""
     env = test_env()
@@ -233,26 +243,13 @@ def run_line(layout: Layout) -> Counts:
     total += lm_eval_gate(layout)
     if os.environ.get("PSTACK_NO_BISECT") == "1":
         return total
-    if bisects(layout):
+    if checked_at_tip(layout):
         total += _bisect(layout, tip_results)
     else:
-        progress(f"check-bisect: not in `make test` for {layout.patches.name}/"
-                 " (a line between the default and the newest one; `make "
-                 "check-bisect LINE=<version>` checks its prefixes)")
+        progress(f"check-bisect: not for line {layout.version} (a line "
+                 "between the oldest and the newest one; `make check-bisect "
+                 "LINE=<version>` checks its prefixes)")
     return total
-
-
-def bisects(layout: Layout) -> bool:
-    """Whether `make test` checks every prefix of the line: the default
-    line's patches are the series and the newest line's are what upstream
-    still lacks, both sent upstream patch by patch; a line in between is
-    the default line carried for those who run that release, tested at its
-    tip (its prefixes' patches are checked on the default line)."""
-    if layout.is_default_line:
-        return True
-    versions = [version for version, _ in layout.default_line().lines()]
-    newest = max(versions, key=release_order)
-    return BasePin.load(layout.base_file).version == newest
 
 
 def finish(total: Counts, returncodes: list[int], start: float) -> int:
@@ -267,36 +264,40 @@ def finish(total: Counts, returncodes: list[int], start: float) -> int:
     return 1 if failed else 0
 
 
-def run_all(layout: Layout, pytest_args: list[str]) -> int:
+def run_all(layout: Line, pytest_args: list[str]) -> int:
+    """Everything (no ARGS=): lint, the project's tests, then each tested
+    line's part; with ARGS=, the project's tests they select."""
     env = test_env()
-    # A filtered run (ARGS=...) is for the project's tests only.
     everything = not pytest_args
     total = Counts()
     returncodes = []
     start = time.monotonic()
-    lines = other_lines(layout) if everything else []
+    lines = lines_checked_at_tip(layout) if everything else layout.lines()[:1]
     ready = [line for line in lines if prepare_line(line)]
     total += Counts(failed=len(lines) - len(ready))
+    if not ready or ready[0].version != layout.lines()[0].version:
+        return finish(total, [1], start)
+    tooling, *others = ready
     if everything:
-        total += lint_own_code()
-    parts = [start_other_line(line) for line in ready]
+        total += lint_own_code(tooling.venv_python)
+    parts = [start_line_part(line) for line in others] if everything else []
     try:
         with tempfile.TemporaryDirectory() as tmp:
             junit = Path(tmp) / "project.xml"
+            progress(f"the project's tests, in {tooling.venv.name}")
             returncodes.append(
-                _pytest(["tests", *pytest_args], REPO, junit, env))
+                _pytest(["tests", *pytest_args], REPO, junit, env,
+                        tooling.venv_python))
             total += junit_counts(junit)
             progress(f"project tests done ({time.monotonic() - start:.0f}s)")
-            if not everything:
-                return finish(total, returncodes, start)
-            counts, tip_results = vllm_tests_at_tip(layout, Path(tmp), env)
-            total += counts
-        if os.environ.get("PSTACK_NO_BISECT") != "1":
-            total += _bisect(layout, tip_results)
+        if not everything:
+            return finish(total, returncodes, start)
+        # The oldest line's part after the project's tests, which use the
+        # same engines: the run's memory stays what it was with two parts.
+        parts.append(start_line_part(tooling))
         for part in parts:
-            total += finish_other_line(part)
+            total += finish_line_part(part)
     finally:
-        # Interrupted, or failed in this line's part: the other lines' parts
-        # stop with it.
-        stop_other_lines(parts)
+        # Interrupted, or failed: the lines' parts stop with it.
+        stop_line_parts(parts)
     return finish(total, returncodes, start)

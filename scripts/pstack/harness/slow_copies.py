@@ -19,7 +19,7 @@ import subprocess
 import sys
 
 from ..core.errors import UserError, progress
-from ..core.layout import REPO, Layout
+from ..core.line import REPO, Line
 from .run_tests import IN_PROCESS_ENGINES, touched_vllm_tests
 from .slow_copies_plugin import DELAY_ENV
 from .testenv import deselected, test_env
@@ -38,7 +38,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="pytest -k expression (K=)")
 
 
-def offloading_engine_tests(layout: Layout) -> list[str]:
+def offloading_engine_tests(layout: Line) -> list[str]:
     """The series' test files that run the OffloadingConnector in an
     engine of the pytest process (where the plugin's delay applies)."""
     files = []
@@ -49,7 +49,7 @@ def offloading_engine_tests(layout: Layout) -> list[str]:
     return files
 
 
-def run(args: argparse.Namespace, layout: Layout) -> int:
+def run(args: argparse.Namespace, layout: Line) -> int:
     if not args.delay > 0:
         raise UserError(
             f"DELAY must be a positive number of seconds, got "

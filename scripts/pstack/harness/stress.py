@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 from ..core.errors import UserError, progress
-from ..core.layout import Layout
+from ..core.line import Line
 from .testenv import test_env
 
 STRESS_TEST = "tests/v1/kv_offload/test_cpu_offloading_stress.py"
@@ -36,7 +36,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="pytest -k expression, e.g. '1-1' for factor 1, TP 1")
 
 
-def run(args: argparse.Namespace, layout: Layout) -> int:
+def run(args: argparse.Namespace, layout: Line) -> int:
     if args.requests < 1:
         raise UserError(
             f"N must be a positive number of requests, got {args.requests}",

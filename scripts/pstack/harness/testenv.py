@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from ..core.layout import REPO
+from ..core.line import REPO
 
 DESELECT_FILE = REPO / "ci" / "vllm-tests-deselect.txt"
 

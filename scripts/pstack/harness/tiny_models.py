@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core.errors import UserError, progress
-from ..core.layout import Layout, cache_dir
+from ..core.line import Line, cache_dir
 
 if TYPE_CHECKING:
     import numpy as np
@@ -68,7 +68,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="models to generate (default: the test models)")
 
 
-def run(args: argparse.Namespace, layout: Layout) -> int:
+def run(args: argparse.Namespace, layout: Line) -> int:
     for name in args.names:
         print(generate(name))
     return 0

@@ -1,6 +1,6 @@
 """Patches that a newer vLLM release carries in its own form.
 
-patches/upstream.toml records, for each such patch, the upstream change that
+lines/upstream.toml records, for each such patch, the upstream change that
 absorbed it and the evidence: texts that upstream's form of the change has,
 each in a file. When `make rebase` or `make rebase-report` moves the series
 onto a release, every entry is checked against that release's own tree (the
@@ -43,8 +43,6 @@ from pathlib import Path
 from ..core.errors import UserError
 from ..core.gitrepo import GitRepo
 
-UPSTREAM_TOML = "upstream.toml"
-
 
 @dataclass(frozen=True)
 class Evidence:
@@ -86,9 +84,9 @@ class Finding:
                 f"{', '.join(missing)}")
 
 
-def read_upstream_entries(patches: Path) -> list[UpstreamEntry]:
-    """The entries of patches/upstream.toml (none if there is no file)."""
-    path = patches / UPSTREAM_TOML
+def read_upstream_entries(path: Path) -> list[UpstreamEntry]:
+    """The entries of the upstream record at `path`, lines/upstream.toml
+    (none if there is no file)."""
     if not path.exists():
         return []
     try:

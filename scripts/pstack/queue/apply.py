@@ -18,7 +18,7 @@ import re
 from ..core.download import fetch_sdist
 from ..core.errors import UserError, progress
 from ..core.gitrepo import STACK_COMMITTER
-from ..core.layout import Layout
+from ..core.line import Line
 from ..core.pin import BasePin
 from ..core.series import read_series
 from ..core.vllm_src import SERIES, VllmSrc
@@ -40,12 +40,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="discard unexported commits (kept on a backup branch)")
 
 
-def run(args: argparse.Namespace, layout: Layout) -> int:
+def run(args: argparse.Namespace, layout: Line) -> int:
     apply(layout, force=args.force)
     return 0
 
 
-def apply(layout: Layout, *, force: bool = False) -> str:
+def apply(layout: Line, *, force: bool = False) -> str:
     """Reset `series` to the base plus the patches; return its tip."""
     pin = BasePin.load(layout.base_file)
     names = read_series(layout)
@@ -67,7 +67,7 @@ def apply(layout: Layout, *, force: bool = False) -> str:
     return tip
 
 
-def _am(layout: Layout, src: VllmSrc, names: list[str]) -> None:
+def _am(layout: Line, src: VllmSrc, names: list[str]) -> None:
     files = [str((layout.patches / n).resolve()) for n in names]
     proc = src.run(*GIT_AM, *files, env=STACK_COMMITTER.committer())
     if proc.returncode == 0:
@@ -90,7 +90,7 @@ def _am(layout: Layout, src: VllmSrc, names: list[str]) -> None:
         f"`git -C {src.path} am --abort`")
 
 
-def base_commit(layout: Layout, names: list[str]) -> str | None:
+def base_commit(layout: Line, names: list[str]) -> str | None:
     """The commit the series was exported on: the base-commit trailer
     `make export` writes at the end of the first patch."""
     if not names:

@@ -1,4 +1,4 @@
-"""patches-<version>/carried.toml: where each patch of a line comes from.
+"""lines/<version>/carried.toml: where each patch of a line comes from.
 
 `make rebase TO=<version>` writes it beside the line it carries: for each
 patch of the new line, the patch of the line carried that it comes from and
@@ -7,7 +7,7 @@ the line's version of the patch (a resolution made once) instead of
 carrying the source again:
 
     [[carried]]
-    patch = "Core-B.patch"          # its file in patches-<version>/
+    patch = "Core-B.patch"          # its file in lines/<version>/
     source = "Core-B.patch"         # its file in the line carried
     source_sha256 = "9f86d08..."    # of that file, when it was carried
 
@@ -36,7 +36,7 @@ from pathlib import Path
 
 from ..core.download import sha256_of
 from ..core.errors import UserError
-from ..core.layout import Layout
+from ..core.line import Line
 from ..core.pin import BasePin
 from ..core.series import read_patches
 
@@ -93,7 +93,7 @@ class ReplayPlan:
         return bool(self.replay or self.leave_out or self.insert)
 
 
-def read_record(line: Layout) -> Record:
+def read_record(line: Line) -> Record:
     """The line's carried.toml (empty if there is none)."""
     path = line.patches / CARRIED_TOML
     if not path.exists():
@@ -111,7 +111,7 @@ def read_record(line: Layout) -> Record:
             "patch again") from e
 
 
-def read_carried(line: Layout) -> list[CarriedPatch]:
+def read_carried(line: Line) -> list[CarriedPatch]:
     """The `[[carried]]` entries of the line's carried.toml."""
     return list(read_record(line).carried)
 
@@ -121,10 +121,10 @@ def render_carried(to_version: str, source_dir: str, source_version: str,
     """The text of carried.toml for a line on vLLM `to_version` carried from
     `source_dir`/ (on vLLM `source_version`).
 
-    >>> print(render_carried("0.0.2", "patches", "0.0.1", Record(
+    >>> print(render_carried("0.0.2", "lines/0.0.1", "0.0.1", Record(
     ...     (CarriedPatch("B.patch", "B.patch", "ab12"),
     ...      CarriedPatch("New.patch")), (LeftOut("C.patch", "cd34"),))))
-    # Written by `make rebase TO=0.0.2` from patches/ (vLLM 0.0.1).
+    # Written by `make rebase TO=0.0.2` from lines/0.0.1/ (vLLM 0.0.1).
     # Each patch of this line and the patch it was carried from, with
     # that file's sha256: while the source is unchanged, carrying again
     # replays this line's version of the patch (resolutions included).
@@ -177,15 +177,15 @@ def _render_entries(record: Record) -> str:
     return "\n".join(text)
 
 
-def write_record(line: Layout, source: Layout, record: Record) -> None:
+def write_record(line: Line, source: Line, record: Record) -> None:
     """Write `line`'s carried.toml: its patches, carried from `source`."""
     (line.patches / CARRIED_TOML).write_text(
         render_carried(
-            BasePin.load(line.base_file).version, source.patches.name,
+            BasePin.load(line.base_file).version, source.folder,
             BasePin.load(source.base_file).version, record))
 
 
-def follow_export(line: Layout, before: list[str], after: list[str]) -> None:
+def follow_export(line: Line, before: list[str], after: list[str]) -> None:
     """Keep the line's record in step with `make export` (the line's patch
     names `before` and `after` it): a patch renamed keeps its source, a new
     patch is written in the line, and a carried patch taken out of the line
@@ -220,18 +220,18 @@ def follow_export(line: Layout, before: list[str], after: list[str]) -> None:
                     _render_entries(Record(tuple(carried), tuple(left_out))))
 
 
-def carried_from(source: Layout, patch: str, into: str) -> CarriedPatch:
+def carried_from(source: Line, patch: str, into: str) -> CarriedPatch:
     """The entry of `into` (a patch of the new line) carried from `patch`
     of `source`, with that file's sha256 now."""
     return CarriedPatch(into, patch, sha256_of(source.patches / patch))
 
 
-def left_out_of(source: Layout, patch: str) -> LeftOut:
+def left_out_of(source: Line, patch: str) -> LeftOut:
     """The entry of `patch` of `source`, left out of the new line."""
     return LeftOut(patch, sha256_of(source.patches / patch))
 
 
-def replay_plan(source: Layout, line: Layout) -> ReplayPlan:
+def replay_plan(source: Line, line: Line) -> ReplayPlan:
     """What the line's record replays when `source` is carried onto the
     line's release again.
 
@@ -250,7 +250,7 @@ def replay_plan(source: Layout, line: Layout) -> ReplayPlan:
         if (entry.written_here
                 or entry.source in sources) and not recorded.exists():
             raise UserError(
-                f"{line.patches.name}/{CARRIED_TOML} records "
+                f"{line.folder}/{CARRIED_TOML} records "
                 f"{entry.patch}, which is not in the line",
                 "restore it from git, or delete its entry")
         if entry.written_here:
@@ -276,19 +276,18 @@ def replay_plan(source: Layout, line: Layout) -> ReplayPlan:
     return ReplayPlan(replay, frozenset(leave_out), tuple(insert))
 
 
-def recorded_versions(source: Layout, line: Layout) -> dict[str, Path]:
+def recorded_versions(source: Line, line: Line) -> dict[str, Path]:
     """Source patch name -> the line's recorded version of it, for the
     patches of `source` the line has a current record of (see
     replay_plan)."""
     return replay_plan(source, line).replay
 
 
-def _stale_error(source: Layout, line: Layout, stale: list[str]) -> UserError:
-    record = f"{line.patches.name}/{CARRIED_TOML}"
+def _stale_error(source: Line, line: Line, stale: list[str]) -> UserError:
+    record = f"{line.folder}/{CARRIED_TOML}"
     return UserError(
-        f"{len(stale)} patch(es) of {source.patches.name}/ changed since "
-        f"{line.patches.name}/ recorded how they are carried: " +
-        ", ".join(stale),
+        f"{len(stale)} patch(es) of {source.folder}/ changed since "
+        f"{line.folder}/ recorded how they are carried: " + ", ".join(stale),
         f"carry the change into the line by hand (`make apply LINE=...`, "
         f"edit vllm-src-..., `make export LINE=...`) and update its "
         f"sha256 in {record}, or delete the entry: "

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..core.errors import UserError
 from ..core.gitrepo import GitRepo
-from ..core.layout import Layout
+from ..core.line import Line
 from ..core.patch import Patch
 from ..core.series import read_series
 from .apply import apply
@@ -20,7 +20,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     pass
 
 
-def run(args: argparse.Namespace, layout: Layout) -> int:
+def run(args: argparse.Namespace, layout: Line) -> int:
     check_series(layout)
     return 0
 
@@ -30,7 +30,7 @@ def lint_patch(path: Path) -> list[str]:
     return Patch.from_file(path).problems()
 
 
-def lint_series(layout: Layout) -> None:
+def lint_series(layout: Line) -> None:
     failures = [
         f"{name}: {problem}" for name in read_series(layout)
         for problem in lint_patch(layout.patches / name)
@@ -42,7 +42,7 @@ def lint_series(layout: Layout) -> None:
             "`make export`")
 
 
-def _snapshot(layout: Layout) -> dict[str, bytes]:
+def _snapshot(layout: Line) -> dict[str, bytes]:
     """The files export writes: the patches folder, its README.md's series
     table included."""
     return {
@@ -51,7 +51,7 @@ def _snapshot(layout: Layout) -> dict[str, bytes]:
     }
 
 
-def check_series(layout: Layout) -> None:
+def check_series(layout: Line) -> None:
     lint_series(layout)
     before = _snapshot(layout)
     apply(layout)
@@ -63,14 +63,14 @@ def check_series(layout: Layout) -> None:
         raise UserError(
             "apply + export changed " + ", ".join(changed),
             "the files are not what `make export` writes: review "
-            f"`git diff {layout.patches.name}/` and commit the result")
+            f"`git diff {layout.folder}/` and commit the result")
     # The patches are the product: they must be committed (when patches/
     # is in a git checkout at all).
     status = GitRepo(layout.patches).run("status", "--porcelain", ".")
     if status.returncode == 0 and status.stdout.strip():
         files = ", ".join(line[3:] for line in status.stdout.splitlines())
         raise UserError(
-            f"{layout.patches.name}/ has uncommitted changes: {files}",
-            f"commit {layout.patches.name}/ (the series is the product)")
+            f"{layout.folder}/ has uncommitted changes: {files}",
+            f"commit {layout.folder}/ (the series is the product)")
     print(f"check-series: {len(read_series(layout))} patches apply, "
           "re-export identically and are upstream-shaped")

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from ..core.errors import UserError, progress
-from ..core.layout import Layout
+from ..core.line import Line
 from ..core.pin import BasePin
 from ..core.series import format_patches, read_series, write_series
 from ..core.vllm_src import SERIES, VllmSrc
@@ -29,12 +29,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     pass
 
 
-def run(args: argparse.Namespace, layout: Layout) -> int:
+def run(args: argparse.Namespace, layout: Line) -> int:
     export(layout)
     return 0
 
 
-def export(layout: Layout) -> list[str]:
+def export(layout: Line) -> list[str]:
     """Write the series to patches/; return the patch names in order."""
     pin = BasePin.load(layout.base_file)
     src = VllmSrc(layout.src)

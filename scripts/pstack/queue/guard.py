@@ -10,13 +10,13 @@ import time
 from pathlib import Path
 
 from ..core.errors import UserError, progress
-from ..core.layout import Layout
+from ..core.line import Line
 from ..core.pin import BasePin
 from ..core.series import format_patches, read_series
 from ..core.vllm_src import SERIES, VllmSrc
 
 
-def unexported_commits(layout: Layout, pin: BasePin) -> list[str]:
+def unexported_commits(layout: Line, pin: BasePin) -> list[str]:
     """Subjects of the `series` commits if exporting them would change
     patches/ (empty when it would not)."""
     src = VllmSrc(layout.src)
@@ -36,7 +36,7 @@ def unexported_commits(layout: Layout, pin: BasePin) -> list[str]:
     return [] if same else src.subjects(f"{base}..{SERIES}")
 
 
-def refuse_unexported(layout: Layout, pin: BasePin, hint: str) -> None:
+def refuse_unexported(layout: Line, pin: BasePin, hint: str) -> None:
     unexported = unexported_commits(layout, pin)
     if unexported:
         raise UserError(
@@ -44,7 +44,7 @@ def refuse_unexported(layout: Layout, pin: BasePin, hint: str) -> None:
             "; ".join(unexported[-3:]), hint)
 
 
-def ensure_safe_to_reset(layout: Layout,
+def ensure_safe_to_reset(layout: Line,
                          pin: BasePin,
                          force: bool = False) -> None:
     """Refuse to reset vllm-src over work that would be lost; with `force`,

@@ -13,12 +13,20 @@ change a file this patch (or another prerequisite) changes or imports; when
 the patch does not apply on those alone, it is the whole series before it.
 Nothing goes to the network: opening the PR is left to the user.
 
+The PRs are sent by the person running `make pr`, as their git config
+(`user.name`, `user.email`) names them: each commit of a PR's branch, and
+its `patch`, carries their Signed-off-by: instead of the project's own
+trailers (the project alias's sign-off, Upstream-Status:), and a patch
+the alias authored has them as its author. Without such an identity, or
+with the alias's, the command refuses once the patches are chosen, before
+any branch or folder is written.
+
 The DCO check (a Signed-off-by: trailer naming the commit's author, as
-vLLM's DCO bot wants) and the linters of the release's pre-commit config
-that run offline (core/lint.py, core/precommit.py, on the files the PR
-changes, in a worktree of its branch) run on every selected patch; a
-failure is reported by name after the folders are written, and the command
-exits non-zero.
+vLLM's DCO bot wants, and one of the person sending it) and the linters of
+the release's pre-commit config that run offline (core/lint.py,
+core/precommit.py, on the files the PR changes, in a worktree of its
+branch) run on every selected patch; a failure is reported by name after
+the folders are written, and the command exits non-zero.
 """
 
 from __future__ import annotations
@@ -30,8 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.errors import UserError, progress
-from ..core.gitrepo import STACK_COMMITTER
-from ..core.layout import Layout
+from ..core.gitrepo import GitRepo, Identity
+from ..core.line import Line
 from ..core.lint import LintResult, lint, linters_for
 from ..core.patch import Patch
 from ..core.pin import BasePin
@@ -49,7 +57,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="patch numbers or parts of names (all)")
 
 
-def run(args: argparse.Namespace, layout: Layout) -> int:
+def run(args: argparse.Namespace, layout: Line) -> int:
     pr(layout, args.which, layout.out / "pr")
     return 0
 
@@ -68,6 +76,8 @@ class SeriesPatch:
     imports: set[str] = field(default_factory=set)
     prereqs: list[int] = field(default_factory=list)
     branch: str = ""
+    # The commit at the tip of the PR's branch, as the person sends it.
+    sent: Patch | None = None
 
     @property
     def subject(self) -> str:
@@ -78,7 +88,7 @@ class SeriesPatch:
         return f"{self.number:02d}-{self.name.removesuffix('.patch').lower()}"
 
 
-def _load(layout: Layout, src: VllmSrc, pin: BasePin) -> list[SeriesPatch]:
+def _load(layout: Line, src: VllmSrc, pin: BasePin) -> list[SeriesPatch]:
     names = read_series(layout)
     commits = src.series_commits(pin)
     if len(commits) != len(names):
@@ -129,9 +139,72 @@ def prerequisites(patches: list[SeriesPatch], k: int) -> list[int]:
     return sorted(found)
 
 
-def _pick(src: VllmSrc, onto: str, commit: str) -> str | None:
-    """Cherry-pick `commit` onto `onto` in a scratch index (no work tree is
-    touched); None when its diff does not apply there exactly."""
+# Whose the patches in patches/ are: the project, not a person. Its
+# sign-off certifies nothing for vLLM's DCO check, nor does any address at
+# .invalid (a domain that can never receive mail), e.g. the stack's fixed
+# committers in core/gitrepo.py.
+PROJECT_ALIAS = Identity("vLLM KV offload team",
+                         "kv-offload@vllm-patch-stack.invalid")
+# The project's bookkeeping in a commit message (core/patch.py), not the
+# PR's: the only trailers the series has besides sign-offs.
+PROJECT_TRAILERS = ("Upstream-Status", )
+
+
+def is_person(email: str) -> bool:
+    """Whether an address can be a person's (not the alias, not .invalid).
+
+    >>> is_person("ada@example.com"), is_person("noreply@vllm.invalid")
+    (True, False)
+    """
+    address = email.strip().strip("<>").lower()
+    return bool(address) and address != PROJECT_ALIAS.email and not (
+        address.endswith(".invalid"))
+
+
+def submitter(project: Path) -> Identity:
+    """The person sending the PRs: user.name and user.email of their git
+    config, as `git commit -s` signs off, read in the project's checkout
+    (not in vllm-src, whose commits take the stack's fixed identities)."""
+    repo = GitRepo(project)
+    name, email = (repo.git("config", key, check=False).strip()
+                   for key in ("user.name", "user.email"))
+    # Set in the checkout, it wins over a global alias too.
+    hint = ("git config user.name 'Your Name' && git config user.email "
+            "you@example.com (here, or --global), then `make pr` again")
+    if not name or not email:
+        raise UserError(
+            "`make pr` signs the PRs off as you, and git has no "
+            "user.name or user.email", hint)
+    if not is_person(email):
+        raise UserError(
+            f"`make pr` signs the PRs off as you, and your git user.email "
+            f"is {email}, the project's address, not a person's", hint)
+    return Identity(name, email)
+
+
+def _signoff(person: Identity) -> str:
+    return f"{person.name} <{person.email}>"
+
+
+def sent_message(patch: Patch, person: Identity) -> str:
+    """The commit message a PR sends: the patch's without the project's
+    trailers (Upstream-Status:, the sign-offs of no person), with the
+    person's Signed-off-by: last. Others' sign-offs stay: a patch relayed
+    keeps its author's certificate and adds the sender's."""
+    signoff = _signoff(person)
+    kept = [
+        f"{key}: {value}" for key, value in patch.trailers
+        if key not in PROJECT_TRAILERS and not (key == "Signed-off-by" and (
+            value == signoff or not is_person(value.rpartition("<")[2])))
+    ]
+    kept.append(f"Signed-off-by: {signoff}")  # once, and last
+    body = f"{patch.body}\n\n" if patch.body else ""
+    return f"{patch.subject}\n\n{body}" + "\n".join(kept) + "\n"
+
+
+def _applied(src: VllmSrc, onto: str, commit: str) -> str | None:
+    """The tree of `commit`'s diff applied onto `onto`, in a scratch index
+    (no work tree is touched); None when it does not apply there exactly."""
     index = src.git_dir / "pstack-pr-index"
     env = {"GIT_INDEX_FILE": str(index)}
     try:
@@ -140,45 +213,70 @@ def _pick(src: VllmSrc, onto: str, commit: str) -> str | None:
                        commit)
         if src.run("apply", "--cached", input=diff, env=env).returncode:
             return None
-        tree = src.git("write-tree", env=env).strip()
+        return src.git("write-tree", env=env).strip()
     finally:
         index.unlink(missing_ok=True)
+
+
+def _send(src: VllmSrc, tree: str, parent: str, commit: str,
+          person: Identity) -> str:
+    """`commit` as the person sends it: `tree` on `parent`, its message
+    signed off by them (sent_message), its date. vLLM's DCO check wants
+    each commit signed off by its author: a patch of the alias gets the
+    person as its author, another keeps its own (it carries their
+    sign-off). The person commits it, as `git commit -s` would."""
+    patch = Patch.from_commit(src, commit)
     name, email, date = src.git("log", "-1", "--format=%an%x00%ae%x00%ad",
                                 "--date=raw", commit).split("\0")
+    author = Identity(name, email) if is_person(email) else person
     env = {
-        **STACK_COMMITTER.committer(),
-        "GIT_AUTHOR_NAME": name,
-        "GIT_AUTHOR_EMAIL": email,
+        **author.author(),
+        **person.committer(),
         "GIT_AUTHOR_DATE": date.strip(),
         "GIT_COMMITTER_DATE": date.strip(),
     }
-    message = src.git("log", "-1", "--format=%B", commit)
     return src.git("commit-tree",
                    tree,
                    "-p",
-                   onto,
+                   parent,
                    "-F",
                    "-",
                    env=env,
-                   input=message).strip()
+                   input=sent_message(patch, person)).strip()
 
 
 def _branch(src: VllmSrc, pin: BasePin, patches: list[SeriesPatch],
-            p: SeriesPatch) -> None:
-    """pr/<slug> = base + prerequisites + the patch (or the whole prefix)."""
+            p: SeriesPatch, person: Identity) -> None:
+    """pr/<slug> = base + prerequisites + the patch (or the whole prefix),
+    each commit as the person sends it."""
     p.branch = f"pr/{p.slug}"
     p.prereqs = prerequisites(patches, p.number)
     tip = None
     if p.prereqs != list(range(1, p.number)):
         tip = src.rev(pin.tag)
         for n in [*p.prereqs, p.number]:
-            tip = _pick(src, tip, patches[n - 1].commit)
-            if tip is None:
+            tree = _applied(src, tip, patches[n - 1].commit)
+            if tree is None:
+                tip = None
                 break
+            tip = _send(src, tree, tip, patches[n - 1].commit, person)
     if tip is None:  # the series as it is up to this patch
         p.prereqs = list(range(1, p.number))
-        tip = p.commit
+        tip = src.rev(pin.tag)
+        for d in patches[:p.number]:
+            tip = _send(src, src.tree(d.commit), tip, d.commit, person)
     src.git("branch", "-f", p.branch, tip)
+    p.sent = Patch.from_commit(src, p.branch)
+
+
+def dco_problem(patch: Patch, person: Identity) -> str | None:
+    """vLLM's DCO check on a PR's commit (Patch.dco_problem), and the
+    sign-off of the person sending it."""
+    problem = patch.dco_problem()
+    if problem is None and _signoff(person) not in patch.trailer(
+            "Signed-off-by"):
+        problem = f"no Signed-off-by: from you, {_signoff(person)}"
+    return problem
 
 
 def _test_files(p: SeriesPatch) -> list[str]:
@@ -204,12 +302,13 @@ def _depends_on(patches: list[SeriesPatch], p: SeriesPatch) -> list[str]:
     return deps
 
 
-def lint_branch(src: VllmSrc, layout: Layout, pin: BasePin,
+def lint_branch(src: VllmSrc, layout: Line, pin: BasePin,
                 p: SeriesPatch) -> list[LintResult]:
     """The release's linters on the files the PR changes, at its branch."""
     changed = src.git("diff", "--name-only", "--diff-filter=AM",
                       f"{p.branch}~1", p.branch).split()
-    tree = src.scratch_worktree(layout.build / "pr-branch", p.branch).path
+    worktree = src.scratch_worktree(layout.build / "pr-branch", p.branch)
+    tree = worktree.path
     base = src.scratch_worktree(layout.build / "pr-base", pin.tag).path
     python = [f for f in changed if f.endswith(".py")]
     results = [lint(linter, python, tree) for linter in linters_for(tree)]
@@ -219,12 +318,23 @@ def lint_branch(src: VllmSrc, layout: Layout, pin: BasePin,
     if missing:
         raise UserError(
             f"{layout.venv.name} lacks {', '.join(missing)}, which the "
-            f"pre-commit config of vLLM {pin.version} runs", "make setup" +
-            ("" if layout.is_default_line else f" LINE={pin.version}"))
-    return results + [run_hook(h, tree, base, changed, tools) for h in hooks]
+            f"pre-commit config of vLLM {pin.version} runs",
+            "make setup" + f" LINE={layout.version}")
+    # As pre-commit sees a commit being made: HEAD at its parent, its change
+    # staged (the import checks of 0.9.2 and 0.10.2 read `git diff
+    # --cached`). All back at the PR after, so that the next checkout of
+    # the worktree finds nothing staged, nor a file a hook fixed in place
+    # (0.9.2's SPDX check adds the header it finds missing).
+    worktree.git("reset", "-q", "--soft", f"{p.branch}~1")
+    try:
+        return results + [
+            run_hook(h, tree, base, changed, tools) for h in hooks
+        ]
+    finally:
+        worktree.git("reset", "-q", "--hard", p.branch)
 
 
-def _context(src: VllmSrc, layout: Layout, pin: BasePin,
+def _context(src: VllmSrc, layout: Line, pin: BasePin,
              patches: list[SeriesPatch], p: SeriesPatch, results_file: Path,
              lints: list[LintResult]) -> PrContext:
     return PrContext(pin=pin,
@@ -266,7 +376,7 @@ def select(patches: list[SeriesPatch], which: list[str]) -> list[SeriesPatch]:
     return chosen
 
 
-def pr(layout: Layout,
+def pr(layout: Line,
        which: list[str],
        out: Path,
        results_file: Path | None = None) -> list[Path]:
@@ -282,8 +392,11 @@ def pr(layout: Layout,
     refuse_unexported(layout, pin, "`make export` first")
     patches = _load(layout, src, pin)
     chosen = select(patches, which)
+    # Once the patches are chosen (a wrong N is the first thing to say),
+    # before any branch or folder is written.
+    person = submitter(layout.root or layout.patches.parent)
     for p in chosen:
-        _branch(src, pin, patches, p)
+        _branch(src, pin, patches, p, person)
     written = []
     lint_failures = []
     for p in chosen:
@@ -295,7 +408,8 @@ def pr(layout: Layout,
         folder.mkdir(parents=True)
         (folder / "title.txt").write_text(p.subject + "\n")
         ctx = _context(src, layout, pin, patches, p, results_file, lints)
-        (folder / "body.md").write_text(body(src.path, p.patch, ctx))
+        assert p.sent is not None
+        (folder / "body.md").write_text(body(src.path, p.sent, ctx))
         (folder / "patch").write_text(format_patch(src, p.branch))
         failed = [r for r in lints if not r.ok]
         for r in failed:
@@ -303,15 +417,15 @@ def pr(layout: Layout,
         lint_failures += [
             f"{p.number} {r.linter}: {r.summary}" for r in failed
         ]
-        dco = p.patch.dco_problem()
+        dco = dco_problem(p.sent, person)
         deps = f" after {', '.join(map(str, p.prereqs))}" if p.prereqs else ""
         progress(f"{folder}: {p.subject} (branch {p.branch}{deps})" +
                  (f"; DCO FAILED: {dco}" if dco else "") +
                  "".join(f"; {r.linter}: {r.summary}" for r in failed))
         written.append(folder)
     bad = [
-        f"{p.number} {p.name}: {p.patch.dco_problem()}" for p in chosen
-        if p.patch.dco_problem()
+        f"{p.number} {p.name}: {dco_problem(p.sent, person)}" for p in chosen
+        if p.sent and dco_problem(p.sent, person)
     ]
     if bad:
         raise UserError(

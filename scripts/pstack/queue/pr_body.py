@@ -98,11 +98,14 @@ def _lint_lines(ctx: PrContext) -> list[str]:
 
 
 def _dco_lines(patch: Patch) -> list[str]:
+    """The DCO status of the commit the PR sends (its Upstream-Status is
+    the series' bookkeeping, not the PR's: the commit has none)."""
     dco = patch.dco_problem()
+    others = [s for s in patch.trailer("Signed-off-by") if s != patch.author]
+    also = f" and by {', '.join(others)}" if others else ""
     return [
-        "DCO: " + (f"FAILED: {dco}"
-                   if dco else f"ok, signed off by the author {patch.author}"),
-        f"Upstream-Status: {patch.upstream_status or '(none)'}",
+        "DCO: " + (f"FAILED: {dco}" if dco else
+                   f"ok, signed off by the author {patch.author}{also}")
     ]
 
 

@@ -1,11 +1,12 @@
 """`make rebase TO=<version>`: carry a line of the stack onto a newer vLLM
 release, as a line of its own.
 
-The line carried (the default one, or the one LINE=<version> names) stays as
-it is. The new line is written next to it (see Layout.line):
-patches-<version>/ with its pin, series and patches, and
-vllm-src-<version>/ with them applied. The work happens on a copy of the
-carried line's patches in build/carry-<version>/, rebased in place in
+The line carried stays as it is: the one LINE=<version> names, else the
+line the line on TO records it was carried from, else the newest. The new
+line is written beside it (see Line.line): lines/<version>/ with its pin,
+series and patches, and vllm-src-<version>/ with them applied. The work
+happens on a copy of the carried line's patches in build/carry-<version>/,
+rebased in place in
 vllm-src-<version>/ by rebase_in_place.py: a conflict stops there, and `make
 rebase TO=<version>` continues once a person has resolved it. The
 range-diff of the line carried and the new one goes to
@@ -24,10 +25,11 @@ hand.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 
 from ..core.errors import UserError, progress
-from ..core.layout import Layout
+from ..core.line import LINES, Line
 from ..core.pin import BasePin
 from ..core.series import read_patches, read_series
 from ..core.vllm_src import VllmSrc
@@ -49,31 +51,31 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="undo a carry under way")
 
 
-def run(args: argparse.Namespace, layout: Layout) -> int:
+def run(args: argparse.Namespace, layout: Line) -> int:
     if args.abort:
         abort_carry(layout, args.version)
     else:
-        carry(recorded_source(layout, args.version), args.version)
+        named = bool(os.environ.get("PSTACK_LINE"))
+        carry(layout if named else recorded_source(layout, args.version),
+              args.version)
     return 0
 
 
-def recorded_source(layout: Layout, version: str | None) -> Layout:
-    """The line to carry onto `version`: `layout`, unless it is the default
-    line because no LINE= was given and the line on `version` records
-    (carried_from) that it was carried from another line, which is then
-    carried again: from a fresh clone, `make rebase TO=<version>` makes the
-    committed line whichever line it came from."""
-    if version is None or not layout.is_default_line:
+def recorded_source(layout: Line, version: str | None) -> Line:
+    """The line to carry onto `version` when LINE= names none: the line the
+    line on `version` records (carried_from) it was carried from, so that
+    from a fresh clone `make rebase TO=<version>` makes the committed line
+    whichever line it came from; else `layout` (the newest line)."""
+    if version is None:
         return layout
     line = layout.line(version)
     if not line.base_file.exists():
         return layout
     carried_from = read_record(line).carried_from
-    if not carried_from or carried_from == BasePin.load(
-            layout.base_file).version:
+    if not carried_from or carried_from == layout.version:
         return layout
     source = layout.existing_line(carried_from)
-    progress(f"{line.patches.name}/ was carried from {source.patches.name}/ "
+    progress(f"{line.folder}/ was carried from {source.folder}/ "
              f"({CARRIED_TOML}): carrying that line")
     return source
 
@@ -81,18 +83,18 @@ def recorded_source(layout: Layout, version: str | None) -> Layout:
 # ---------------------------------------------------------------- carrying
 
 
-def _work(layout: Layout, version: str) -> Layout:
+def _work(layout: Line, version: str) -> Line:
     """The copy of the carried line that is rebased, in the new line's
     vllm-src."""
     assert layout.root is not None
-    scratch = layout.build / f"carry-{version}"
-    return Layout(patches=scratch / "patches",
-                  src=layout.line(version).src,
-                  cache=layout.cache,
-                  root=scratch)
+    scratch = layout.root / "build" / f"carry-{version}"
+    return Line(patches=scratch / LINES / layout.version,
+                src=layout.line(version).src,
+                cache=layout.cache,
+                root=scratch)
 
 
-def _prepare(layout: Layout, line: Layout, work: Layout) -> None:
+def _prepare(layout: Line, line: Line, work: Line) -> None:
     """The carried line, applied in the new line's vllm-src."""
     src = VllmSrc(line.src)
     if src.exists() and line.base_file.exists():
@@ -107,14 +109,16 @@ def _prepare(layout: Layout, line: Layout, work: Layout) -> None:
     if work.root.exists():
         shutil.rmtree(work.root)
     shutil.copytree(layout.patches, work.patches)
-    progress(f"carrying {layout.patches.name}/ in {work.root}, rebased in "
+    if layout.upstream_record.exists():
+        shutil.copyfile(layout.upstream_record, work.upstream_record)
+    progress(f"carrying {layout.folder}/ in {work.root}, rebased in "
              f"{line.src}")
     # Checked above against the line itself: what vllm-src-<version> has
     # beyond the copy is the line's, already in patches-<version>.
     apply(work, force=True)
 
 
-def _carry_version(layout: Layout, version: str | None,
+def _carry_version(layout: Line, version: str | None,
                    if_none_under_way: UserError) -> str:
     """`version` if given, else the version of the only carry under way
     (build/carry-<version>/ exists while it is); `if_none_under_way` is
@@ -123,7 +127,7 @@ def _carry_version(layout: Layout, version: str | None,
         return version
     under_way = [
         path.name.removeprefix("carry-")
-        for path in sorted(layout.build.glob("carry-*"))
+        for path in sorted((layout.root / "build").glob("carry-*"))
     ]
     if not under_way:
         raise if_none_under_way
@@ -133,7 +137,7 @@ def _carry_version(layout: Layout, version: str | None,
     return under_way[0]
 
 
-def carry(layout: Layout, version: str | None) -> Result:
+def carry(layout: Line, version: str | None) -> Result:
     """Carry `layout`'s line onto `version` (None: continue the carry under
     way): start, or continue after a stop, and write the new line."""
     version = _carry_version(layout, version, no_version_given())
@@ -159,23 +163,21 @@ def carry(layout: Layout, version: str | None) -> Result:
                     line_arg=_line_arg(layout))
     _install(layout, line, work, result, replay)
     replayed = len(replay.replay) + len(replay.insert)
-    print(f"line {line.patches.name}/: {len(result.kept)} patches on vLLM "
+    print(f"line {line.folder}/: {len(result.kept)} patches on vLLM "
           f"{version}, {replayed} replayed from its record; "
           f"{line.src.name}/ has them applied")
     print(f"review: {result.range_diff}")
     print(f"next: `make check-series LINE={version}`, then commit "
-          f"{line.patches.name}/ and docs/")
+          f"{line.folder}/ and docs/")
     return result
 
 
-def _line_arg(layout: Layout) -> str:
+def _line_arg(layout: Line) -> str:
     """The LINE= a make command needs to name the line carried."""
-    if layout.is_default_line:
-        return ""
-    return f" LINE={BasePin.load(layout.base_file).version}"
+    return f" LINE={layout.version}"
 
 
-def _install(layout: Layout, line: Layout, work: Layout, result: Result,
+def _install(layout: Line, line: Line, work: Line, result: Result,
              replay: ReplayPlan) -> None:
     """Write the rebased copy as the new line, with its record."""
     line.patches.mkdir(parents=True, exist_ok=True)
@@ -198,10 +200,10 @@ def _install(layout: Layout, line: Layout, work: Layout, result: Result,
     patches = [p for p in read_series(line) if p not in written_here]
     if len(sources) != len(patches):
         raise UserError(
-            f"{line.patches.name}/ is written, but its {CARRIED_TOML} is "
+            f"{line.folder}/ is written, but its {CARRIED_TOML} is "
             "not: patches were both skipped and renamed during the rebase, "
             "so which patch comes from which is not known",
-            f"write {line.patches.name}/{CARRIED_TOML} by hand (see "
+            f"write {line.folder}/{CARRIED_TOML} by hand (see "
             "docs/workflow.md)")
     source_of = dict(zip(patches, sources))
     write_record(
@@ -214,7 +216,7 @@ def _install(layout: Layout, line: Layout, work: Layout, result: Result,
     shutil.rmtree(work.root)
 
 
-def abort_carry(layout: Layout, version: str | None) -> None:
+def abort_carry(layout: Line, version: str | None) -> None:
     """`make rebase-abort`: stop the carry under way (TO=<version>, or the
     only one)."""
     version = _carry_version(
@@ -225,5 +227,5 @@ def abort_carry(layout: Layout, version: str | None) -> None:
     abort(work)
     shutil.rmtree(work.root, ignore_errors=True)
     print(f"{work.src.name}/ holds the line carried, "
-          f"{layout.patches.name}/; `make apply LINE={version}` puts the "
+          f"{layout.folder}/; `make apply LINE={version}` puts the "
           f"line on {version} back there, if there is one")

@@ -12,7 +12,7 @@ rebase-report` on a scratch copy (rebase_walk.py); the steps:
    same commit id on every machine; the pin's `previous` list lets `make
    apply` rebuild the same chain).
 3. `git rebase --onto v<new> v<old> series`. Patches that the release
-   absorbed in its own form (patches/upstream.toml, checked against the
+   absorbed in its own form (lines/upstream.toml, checked against the
    release's tree: see absorbed.py) are left out, with the evidence;
    patches whose changes are already upstream line for line become empty
    and are dropped. Both are named. Patches with a recorded version for
@@ -45,7 +45,7 @@ from pathlib import Path
 from ..core.download import fetch, find_release
 from ..core.errors import UserError, progress
 from ..core.gitrepo import STACK_COMMITTER
-from ..core.layout import Layout
+from ..core.line import Line
 from ..core.pin import BasePin
 from ..core.series import read_series
 from ..core.vllm_src import SERIES, UPSTREAM, VllmSrc
@@ -97,7 +97,7 @@ class RebaseState:
     patches: list[OldPatch]  # the old series, in order
     # Commits git dropped because they became empty: already upstream.
     upstreamed: list[str] = field(default_factory=list)
-    # Commit -> what the new release has of it (patches/upstream.toml):
+    # Commit -> what the new release has of it (lines/upstream.toml):
     # absorbed ones are left out of the rebase, partly absorbed ones not.
     absorbed: dict[str, str] = field(default_factory=dict)
     partly_absorbed: dict[str, str] = field(default_factory=dict)
@@ -199,7 +199,8 @@ def run_rebase(src: VllmSrc,
         # Only replays are executed: a recorded version that did not apply.
         recorded = Path(shlex.split(failed_exec.group(1))[-1])
         raise UserError(
-            f"the recorded version {recorded.parent.name}/{recorded.name} "
+            f"the recorded version {recorded.parent.parent.name}/"
+            f"{recorded.parent.name}/{recorded.name} "
             f"does not apply on {state.new_pin.tag}",
             "`make rebase-abort`, then delete its entry from the line's "
             "carried.toml: `make rebase` then carries the patch again from "
@@ -244,13 +245,13 @@ def _stop_error(state: RebaseState, src: VllmSrc, stop: Stop,
 # ---------------------------------------------------------------- steps
 
 
-def refuse_same_version(layout: Layout, version: str) -> BasePin:
+def refuse_same_version(layout: Line, version: str) -> BasePin:
     """The line's pin, unless it pins `version` already: then there is
     nothing to move."""
     pin = BasePin.load(layout.base_file)
     if version == pin.version:
         raise UserError(
-            f"the line in {layout.patches.name}/ is already based on "
+            f"the line in {layout.folder}/ is already based on "
             f"vLLM {version}", "nothing to rebase; pick a newer release")
     return pin
 
@@ -261,7 +262,7 @@ def no_version_given() -> UserError:
                      "make rebase TO=<version>, e.g. TO=0.10.2")
 
 
-def start(layout: Layout,
+def start(layout: Line,
           version: str,
           replay: ReplayPlan | None = None) -> RebaseState:
     """Check vllm-src, fetch and import the release, record the state.
@@ -322,13 +323,13 @@ def _plan_replay(state: RebaseState, plan: ReplayPlan) -> None:
         state.inserted.setdefault(anchor, []).append(str(recorded.resolve()))
 
 
-def _find_absorbed(layout: Layout, src: VllmSrc, state: RebaseState) -> None:
-    """Check patches/upstream.toml against the new release's own tree. A
+def _find_absorbed(layout: Line, src: VllmSrc, state: RebaseState) -> None:
+    """Check lines/upstream.toml against the new release's own tree. A
     line made by a carry names its patches' entries by the names of the
     patches they were carried from (its carried.toml), when they have none
     of their own."""
     findings = find(src, state.new_pin.tag,
-                    read_upstream_entries(layout.patches))
+                    read_upstream_entries(layout.upstream_record))
     source_of = {
         entry.patch: entry.source
         for entry in read_record(layout).carried if not entry.written_here
@@ -345,7 +346,7 @@ def _find_absorbed(layout: Layout, src: VllmSrc, state: RebaseState) -> None:
             state.partly_absorbed[patch.commit] = finding.describe()
 
 
-def step(layout: Layout, state: RebaseState,
+def step(layout: Line, state: RebaseState,
          config: tuple[str, ...] = ()) -> Stop | None:
     """Start the rebase, or continue it after a stop; None when it is
     complete."""
@@ -396,7 +397,7 @@ def step(layout: Layout, state: RebaseState,
     return run_rebase(src, state, args, config, env)
 
 
-def finish(layout: Layout, state: RebaseState, range_diff: Path) -> Result:
+def finish(layout: Line, state: RebaseState, range_diff: Path) -> Result:
     """The series is on the new base: pin it, re-export, re-apply, write
     the range-diff to `range_diff`."""
     src = VllmSrc(layout.src)
@@ -443,7 +444,7 @@ def finish(layout: Layout, state: RebaseState, range_diff: Path) -> Result:
     return result
 
 
-def abort(layout: Layout) -> None:
+def abort(layout: Line) -> None:
     src = VllmSrc(layout.src)
     state = RebaseState.load(src) if src.exists() else None
     if state is None:
@@ -479,7 +480,7 @@ def abort(layout: Layout) -> None:
              f"the pin are back on {state.old_pin.tag}")
 
 
-def rebase(layout: Layout,
+def rebase(layout: Line,
            version: str | None,
            replay: ReplayPlan | None = None,
            *,

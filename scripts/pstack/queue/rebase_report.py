@@ -3,7 +3,7 @@ on a copy.
 
 Runs the steps of `make rebase` in a scratch tree (build/rebase-report),
 never in vllm-src, and goes past each conflict (rebase_walk.py). For each
-version it writes, in docs/reports/<version>/ (Layout.reports), the
+version it writes, in docs/reports/<version>/ (Line.reports), the
 generated part of rebase.md, rebase.conflicts.txt with the conflicting
 hunks and rebase.range-diff (flagging the patches whose conflicts it
 resolved mechanically); with several versions, also rebase-steps.md in the
@@ -16,7 +16,7 @@ import argparse
 from pathlib import Path
 
 from ..core.errors import UserError
-from ..core.layout import Layout, reports_in
+from ..core.line import Line, reports_in
 from . import rebase_render as render
 from .rebase_walk import (Fate, StepResult, recorded_resolutions, scratch_copy,
                           walk_step)
@@ -34,7 +34,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="scratch directory (default build/rebase-report)")
 
 
-def run(args: argparse.Namespace, layout: Layout) -> int:
+def run(args: argparse.Namespace, layout: Line) -> int:
     if not args.versions:
         raise UserError(
             "which version? none given",
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace, layout: Layout) -> int:
     return 0
 
 
-def report(layout: Layout, version: str, scratch: Path, docs: Path) -> Path:
+def report(layout: Line, version: str, scratch: Path, docs: Path) -> Path:
     """Rebase a copy of the series in `scratch` onto `version`; write
     `docs`/reports/<version>/rebase.md etc. and return rebase.md."""
     copy = scratch_copy(layout, scratch)
@@ -56,7 +56,7 @@ def report(layout: Layout, version: str, scratch: Path, docs: Path) -> Path:
     return _write_step(step, docs, render.command([version]))
 
 
-def report_steps(layout: Layout, versions: list[str], scratch: Path,
+def report_steps(layout: Line, versions: list[str], scratch: Path,
                  docs: Path) -> Path:
     """Rebase a copy of the series onto each release in turn, each step
     from the last one's result; write each step's report and

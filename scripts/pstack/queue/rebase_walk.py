@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.errors import UserError, progress
-from ..core.layout import Layout
+from ..core.line import LINES, Line
 from ..core.pin import BasePin
 from ..core.series import series_label
 from ..core.vllm_src import VllmSrc
@@ -117,7 +117,7 @@ def fate_of(patch: OldPatch, state: RebaseState, result: Result,
 # ---------------------------------------------------------------- the walk
 
 
-def scratch_copy(layout: Layout, scratch: Path) -> Layout:
+def scratch_copy(layout: Line, scratch: Path) -> Line:
     """A fresh scratch tree with the series applied."""
     if scratch.exists():
         if not (scratch / SCRATCH_MARK).exists():
@@ -127,19 +127,22 @@ def scratch_copy(layout: Layout, scratch: Path) -> Layout:
     scratch.mkdir(parents=True)
     (scratch /
      SCRATCH_MARK).write_text("made by `make rebase-report`; safe to delete\n")
-    shutil.copytree(layout.patches, scratch / "patches")
-    copy = Layout(patches=scratch / "patches",
-                  src=scratch / "vllm-src",
-                  cache=layout.cache)
+    copy = Line(patches=scratch / LINES / layout.version,
+                src=scratch / "vllm-src",
+                cache=layout.cache,
+                root=scratch)
+    shutil.copytree(layout.patches, copy.patches)
+    if layout.upstream_record.exists():
+        shutil.copyfile(layout.upstream_record, copy.upstream_record)
     progress(f"scratch tree {scratch}: the series as it is in "
              f"{layout.patches}")
     apply(copy)
     return copy
 
 
-def recorded_resolutions(layout: Layout, version: str) -> dict[str, str]:
+def recorded_resolutions(layout: Line, version: str) -> dict[str, str]:
     """Patch file name -> the version of it that the checkout's line on
-    `version` records (patches-<version>/carried.toml): `make rebase
+    `version` records (lines/<version>/carried.toml): `make rebase
     TO=<version>` replays those instead of asking anyone to resolve them.
     Empty without such a line, or while the record is stale."""
     line = layout.line(version)
@@ -148,16 +151,16 @@ def recorded_resolutions(layout: Layout, version: str) -> dict[str, str]:
     try:
         replay = recorded_versions(layout, line)
     except UserError as e:
-        progress(f"not using {line.patches.name}/'s record: {e}")
+        progress(f"not using {line.folder}/'s record: {e}")
         return {}
     return {
-        source: f"{line.patches.name}/{recorded.name}"
+        source: f"{line.folder}/{recorded.name}"
         for source, recorded in replay.items()
     }
 
 
-def walk_step(copy: Layout, version: str, recorded: dict[str,
-                                                         str]) -> StepResult:
+def walk_step(copy: Line, version: str, recorded: dict[str,
+                                                       str]) -> StepResult:
     """Rebase the scratch tree's series onto `version`, past every
     conflict, and finish: the series of `copy` is then on `version`."""
     src = VllmSrc(copy.src)
@@ -171,7 +174,7 @@ def walk_step(copy: Layout, version: str, recorded: dict[str,
     ], conflicts, changes, result.range_diff.read_text())
 
 
-def _rebase_past_conflicts(copy: Layout, state: RebaseState) -> list[Conflict]:
+def _rebase_past_conflicts(copy: Line, state: RebaseState) -> list[Conflict]:
     """Run the rebase to its end, resolving each conflict to the patch's
     side; the conflicts, in order."""
     src = VllmSrc(copy.src)

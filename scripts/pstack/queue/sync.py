@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from ..core.errors import UserError, progress
-from ..core.layout import Layout
+from ..core.line import Line
 from ..core.pin import BasePin
 from ..core.vllm_src import VllmSrc
 from .apply import apply
@@ -21,12 +21,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     pass
 
 
-def run(args: argparse.Namespace, layout: Layout) -> int:
+def run(args: argparse.Namespace, layout: Line) -> int:
     sync(layout)
     return 0
 
 
-def sync(layout: Layout) -> None:
+def sync(layout: Line) -> None:
     if VllmSrc(layout.src).exists():
         try:
             ensure_safe_to_reset(layout, BasePin.load(layout.base_file))

@@ -12,8 +12,7 @@ from __future__ import annotations
 import argparse
 
 from ...core.errors import UserError
-from ...core.layout import Layout
-from ...core.pin import BasePin, release_order
+from ...core.line import UPSTREAM, Line
 from . import (block_hashing, cross_layer, engine_throughput, host_transfer,
                offload_manager, serving, serving_upstream, step_overhead,
                tier_ttft, transfer)
@@ -29,21 +28,19 @@ BENCHMARKS = {
     "serving": serving,
 }
 
-# A line on a vLLM with offloading of its own (0.11 and later) carries the
-# CPU platform for it, not the series' connector: its benchmarks measure
-# that.
+# A line on a vLLM with offloading of its own (Line.generation UPSTREAM)
+# carries the CPU platform for it, not the series' connector: its
+# benchmarks measure that.
 UPSTREAM_OFFLOADING_BENCHMARKS = {
     "transfer": host_transfer,
     "ttft": tier_ttft,
     # TTFT again (for its chart), then the serving workloads.
     "serving": serving_upstream,
 }
-FIRST_UPSTREAM_OFFLOADING = (0, 11)
 
 
-def benchmarks_for(layout: Layout) -> dict:
-    version = BasePin.load(layout.base_file).version
-    if release_order(version) >= FIRST_UPSTREAM_OFFLOADING:
+def benchmarks_for(layout: Line) -> dict:
+    if layout.generation == UPSTREAM:
         return UPSTREAM_OFFLOADING_BENCHMARKS
     return BENCHMARKS
 
@@ -55,12 +52,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="one of the line's benchmarks (default: all)")
 
 
-def run(args: argparse.Namespace, layout: Layout) -> int:
+def run(args: argparse.Namespace, layout: Line) -> int:
     benchmarks = benchmarks_for(layout)
     for name in args.names or list(benchmarks):
         if name not in benchmarks:
             raise UserError(
-                f"unknown benchmark {name!r} for {layout.patches.name}/",
+                f"unknown benchmark {name!r} for line {layout.version}",
                 f"make bench B=<one of {', '.join(benchmarks)}>")
         benchmarks[name].run(layout)
     return 0

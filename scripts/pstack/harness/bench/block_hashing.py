@@ -3,11 +3,11 @@ vs the series."""
 
 from __future__ import annotations
 
-from ...core.layout import Layout
+from ...core.line import Line
 from .runner import base_tree, run_script
 
 
-def run(layout: Layout) -> None:
+def run(layout: Line) -> None:
     print("\n## Block hashing on the decode path (append + allocate_slots), "
           "µs per generated token, prompt 512, block 16")
     base = run_script(layout, "block_hashing.py", base_tree(layout))

@@ -3,11 +3,11 @@ cross-layer KV blocks."""
 
 from __future__ import annotations
 
-from ...core.layout import Layout
+from ...core.line import Line
 from .runner import run_script
 
 
-def run(layout: Layout) -> None:
+def run(layout: Line) -> None:
     print("\n## Per-layer vs cross-layer KV blocks on the CPU platform: one "
           "2048-token request (128 blocks of 16 tokens, bf16, shuffled) "
           "stored and loaded back")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import statistics
 
-from ...core.layout import Layout
+from ...core.line import Line
 from ..testenv import ENGINE_ENV
 from ..tiny_models import generate
 from .runner import alternating_rounds, base_tree
@@ -18,7 +18,7 @@ METRICS = {
 }
 
 
-def run(layout: Layout) -> None:
+def run(layout: Line) -> None:
     print(
         "\n## Engine throughput with offloading off, series vs v0.9.2 (CPU "
         "engine, bench-llama fp32; 8 prompts x 128 tokens, 64 generated; "

@@ -5,7 +5,7 @@ against a plain copy timed beside them."""
 
 from __future__ import annotations
 
-from ...core.layout import Layout
+from ...core.line import Line
 from .runner import run_script
 
 # The fraction of a plain copy a transfer of blocks of at least this many
@@ -21,7 +21,7 @@ def target(block_kib: int) -> float | None:
     return next((t for kib, t in TARGETS if block_kib >= kib), None)
 
 
-def run(layout: Layout) -> None:
+def run(layout: Line) -> None:
     print("\n## CPU tier <-> KV cache on vLLM's CPU platform: 256 MiB of "
           "shuffled blocks stored and loaded back, vs one plain "
           "tensor.copy_ of 256 MiB (GB/s, best of 5; run side by side)")

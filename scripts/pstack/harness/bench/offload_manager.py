@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ...core.download import fetch, find_release
 from ...core.errors import progress
-from ...core.layout import Layout
+from ...core.line import Line
 from ...core.pin import BasePin
 from .runner import run_script
 
@@ -29,7 +29,7 @@ UPSTREAM_FILES = ("__init__.py", "abstract.py", "backend.py", "mediums.py",
 TARGETS = {"LRU": 1.5, "ARC": 1.0}
 
 
-def upstream_managers(layout: Layout) -> Path:
+def upstream_managers(layout: Line) -> Path:
     """A directory holding upstream's managers as UPSTREAM_PACKAGE."""
     dest = layout.build / f"upstream-kv-offload-{UPSTREAM_VERSION}"
     package = dest / UPSTREAM_PACKAGE
@@ -49,7 +49,7 @@ def upstream_managers(layout: Layout) -> Path:
     return dest
 
 
-def run(layout: Layout) -> None:
+def run(layout: Line) -> None:
     upstream = upstream_managers(layout)
     print(
         f"\n## Offloading managers: the series vs upstream {UPSTREAM_VERSION}"

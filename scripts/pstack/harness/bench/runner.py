@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from ...core.errors import UserError, progress
-from ...core.layout import REPO, Layout
+from ...core.line import REPO, Line
 from ...core.pin import BasePin
 from ...core.vllm_src import VllmSrc
 
@@ -24,7 +24,7 @@ SCRIPTS = REPO / "scripts" / "benchmarks"
 Side = tuple[Path, tuple[str, ...]]
 
 
-def base_tree(layout: Layout) -> Path:
+def base_tree(layout: Line) -> Path:
     """The unpatched base, to run the same benchmark before and after."""
     tag = BasePin.load(layout.base_file).tag
     src = VllmSrc(layout.src)
@@ -32,7 +32,7 @@ def base_tree(layout: Layout) -> Path:
 
 
 def run_script(
-    layout: Layout,
+    layout: Line,
     script: str,
     tree: Path,
     *args: str,
@@ -67,7 +67,7 @@ def run_script(
     ]
 
 
-def alternating_rounds(layout: Layout, script: str, label: str,
+def alternating_rounds(layout: Line, script: str, label: str,
                        sides: dict[str, Side], rounds: int,
                        env: dict[str, str]) -> dict[str, list[list[dict]]]:
     """Run `script` once per side in each of `rounds` rounds, the order

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...core.errors import UserError, progress
-from ...core.layout import Layout
+from ...core.line import Line
 from ..testenv import ENGINE_ENV
 from ..tiny_models import generate
 from . import ttft
@@ -64,7 +64,7 @@ class Setup:
     extra_config: Callable[[str], dict]
     server_flags: tuple[str, ...]
     # The client's argv after the interpreter, for the line's tree.
-    client: Callable[[Layout], list[str]]
+    client: Callable[[Line], list[str]]
     skip_chat_template: str
     # Counters of (tokens hit, tokens looked up) in the CPU tier.
     hit_metrics: tuple[str, str]
@@ -234,7 +234,7 @@ def _metric(url: str, name: str) -> float:
         if line.startswith(name + "{") or line.startswith(name + " "))
 
 
-def run_benchmark(layout: Layout, setup: Setup, url: str, model: str,
+def run_benchmark(layout: Line, setup: Setup, url: str, model: str,
                   dataset: Path, env: dict[str, str], result: Path) -> dict:
     num_prompts = len(dataset.read_text().splitlines())
     cmd = [
@@ -289,17 +289,17 @@ def run_benchmark(layout: Layout, setup: Setup, url: str, model: str,
     return json.loads(result.read_text())
 
 
-def chart_file(layout: Layout) -> Path:
+def chart_file(layout: Line) -> Path:
     return layout.docs / "img" / "ttft-by-prompt-length.png"
 
 
-def run(layout: Layout) -> None:
+def run(layout: Line) -> None:
     ttft_rows = ttft.run(layout)
     run_workloads(layout, SERIES_CONNECTOR)
     draw_chart(layout, ttft_rows)
 
 
-def run_workloads(layout: Layout, setup: Setup) -> None:
+def run_workloads(layout: Line, setup: Setup) -> None:
     """Both workloads on both servers, printed with the targets."""
     print_header(setup)
     model = str(generate("bench-llama"))
@@ -344,7 +344,7 @@ def turns(servers: list[str]) -> list[tuple[str, int, list[str]]]:
     return [("reuse", 0, list(servers)), *no_reuse]
 
 
-def measure(layout: Layout, setup: Setup, model: str,
+def measure(layout: Line, setup: Setup, model: str,
             workloads: dict[str, list[Path]],
             out: Path) -> dict[tuple[str, str], list[dict]]:
     """Both servers up side by side, each workload round run against each;
@@ -372,7 +372,7 @@ def measure(layout: Layout, setup: Setup, model: str,
     return results
 
 
-def benchmark_with_hit_rate(layout: Layout, setup: Setup, url: str, model: str,
+def benchmark_with_hit_rate(layout: Line, setup: Setup, url: str, model: str,
                             dataset: Path, env: dict[str, str],
                             result: Path) -> dict:
     """benchmark_serving.py's result, with the server's CPU-tier hit rate
@@ -434,7 +434,7 @@ def print_ratios(rows: list[dict], results: dict[tuple[str, str],
     print("no reuse: TTFT, throughput and hit rate of the median round")
 
 
-def draw_chart(layout: Layout, ttft_rows: list[dict]) -> None:
+def draw_chart(layout: Line, ttft_rows: list[dict]) -> None:
     chart = chart_file(layout)
     write_ttft_chart(
         ttft_rows, "Time to first token, CPU engine, bench-llama fp32 "

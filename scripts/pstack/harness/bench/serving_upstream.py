@@ -8,18 +8,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...core.layout import Layout
+from ...core.line import Line
 from ...core.pin import BasePin
 from . import serving, tier_ttft
 from .charts import TIER_TTFT_SERIES, write_ttft_chart
 
 
-def chart_file(layout: Layout) -> Path:
+def chart_file(layout: Line) -> Path:
     version = BasePin.load(layout.base_file).version
     return layout.docs / "img" / f"ttft-by-tier-{version}.png"
 
 
-def run(layout: Layout) -> None:
+def run(layout: Line) -> None:
     ttft_rows = tier_ttft.run(layout)
     serving.run_workloads(layout, serving.UPSTREAM_OFFLOADING)
     chart = chart_file(layout)

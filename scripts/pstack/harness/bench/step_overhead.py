@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import statistics
 
-from ...core.layout import Layout
+from ...core.line import Line
 from ..testenv import ENGINE_ENV
 from ..tiny_models import generate
 from .runner import alternating_rounds
@@ -15,7 +15,7 @@ ROUNDS = 3
 TARGET = 0.98
 
 
-def run(layout: Layout) -> None:
+def run(layout: Line) -> None:
     print(
         "\n## Step overhead of the OffloadingConnector with no reuse at all "
         "(CPU engine, bench-llama fp32; 8 new prompts x 512 tokens, 32 "

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from ...core.errors import progress
-from ...core.layout import Layout
+from ...core.line import Line
 from ..testenv import ENGINE_ENV
 from ..tiny_models import generate
 from .runner import run_script
@@ -25,7 +25,7 @@ PAGE_CACHE = {
 }
 
 
-def measure(layout: Layout) -> list[dict]:
+def measure(layout: Line) -> list[dict]:
     model = str(generate("bench-llama"))
     with tempfile.TemporaryDirectory(prefix="fs-tier-") as root:
         rows = {}
@@ -43,7 +43,7 @@ def measure(layout: Layout) -> list[dict]:
     return [rows[length] for length in sorted(rows)]
 
 
-def run(layout: Layout) -> list[dict]:
+def run(layout: Line) -> list[dict]:
     print(
         "\n## Time to first token on vLLM's CPU platform: recomputed, "
         "KV-cache hit, CPU tier hit, fs tier hit (bench-llama fp32, "

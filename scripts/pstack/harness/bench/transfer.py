@@ -3,11 +3,11 @@ blocks, against a plain copy."""
 
 from __future__ import annotations
 
-from ...core.layout import Layout
+from ...core.line import Line
 from .runner import run_script
 
 
-def run(layout: Layout) -> None:
+def run(layout: Line) -> None:
     print("\n## CPU-platform offloading handler: 256 MiB of shuffled blocks "
           "stored and loaded back, vs one plain tensor.copy_ of 256 MiB "
           "(GB/s, best of 5; run side by side)")

@@ -5,13 +5,13 @@ benchmark, which draws it)."""
 from __future__ import annotations
 
 from ...core.errors import progress
-from ...core.layout import REPO, Layout
+from ...core.line import REPO, Line
 from ..testenv import ENGINE_ENV
 from ..tiny_models import generate
 from .runner import run_script
 
 
-def measure(layout: Layout) -> list[dict]:
+def measure(layout: Line) -> list[dict]:
     model = str(generate("bench-llama"))
     progress("time to first token: 1k, 2k, 4k-token prompts")
     # The script reaches the engine through pstack.harness.offload_probe.
@@ -23,7 +23,7 @@ def measure(layout: Layout) -> list[dict]:
                       pythonpath=(REPO / "scripts", ))
 
 
-def run(layout: Layout) -> list[dict]:
+def run(layout: Line) -> list[dict]:
     print(
         "\n## Time to first token of a long prompt: recomputed vs loaded "
         "from the CPU tier (CPU engine, bench-llama fp32, "

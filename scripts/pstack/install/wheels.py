@@ -45,13 +45,13 @@ from typing import IO
 
 from ..core.download import CPU_PROJECT, PROJECT, fetch_cpu_wheel, fetch_wheel
 from ..core.errors import UserError, progress
-from ..core.layout import Layout
+from ..core.line import Line, runs_on_cpu_wheel, shared_runtime
 from ..core.pin import BasePin
 from ..core.proc import run_process
 from ..core.series import format_patches, label_of
 from ..core.vllm_src import SERIES, VllmSrc
 from . import cpu_wheel_smoke
-from .setup_env import build_env, runs_on_cpu_wheel, shared_runtime
+from .setup_env import build_env
 
 # Paths a Python-only overlay cannot carry: they need a real build or change
 # metadata.
@@ -80,7 +80,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "a CPU wheel made from a published one; needed on such a line only")
 
 
-def run(args: argparse.Namespace, layout: Layout) -> int:
+def run(args: argparse.Namespace, layout: Line) -> int:
     outdir = args.outdir or layout.dist
     for wheel in build_all(layout, outdir, args.which, args.smoke_model):
         print(wheel)
@@ -154,7 +154,7 @@ def tags_to_pack(wheel_file: list[str], filename: str) -> list[str] | None:
     return None if interpreters(wheel_file) == interpreters(named) else named
 
 
-def overlay_wheel(layout: Layout, published: Path, overlay: list[Change],
+def overlay_wheel(layout: Line, published: Path, overlay: list[Change],
                   label: str, outdir: Path) -> Path:
     """`published` with the files of `overlay` from vllm-src, its
     vllm/_version.py saying `<its version>+<label>`, repacked (same project
@@ -234,7 +234,7 @@ def _version_tuple(version: str) -> tuple:
 # ---------------------------------------------------------------- CUDA wheel
 
 
-def build_cuda_wheel(layout: Layout, pin: BasePin, label: str,
+def build_cuda_wheel(layout: Line, pin: BasePin, label: str,
                      outdir: Path) -> Path:
     overlay = check_overlay_safe(series_changes(layout.src, pin.tag))
     official = fetch_wheel(pin, layout.cache)
@@ -246,7 +246,7 @@ def build_cuda_wheel(layout: Layout, pin: BasePin, label: str,
 # ---------------------------------------------------------------- CPU wheel
 
 
-def build_cpu_wheel(layout: Layout, pin: BasePin, label: str,
+def build_cpu_wheel(layout: Line, pin: BasePin, label: str,
                     outdir: Path) -> Path:
     version = f"{pin.version}+{label}"
     progress(
@@ -269,7 +269,7 @@ def build_cpu_wheel(layout: Layout, pin: BasePin, label: str,
     return final
 
 
-def build_cpu_overlay_wheel(layout: Layout, pin: BasePin, label: str,
+def build_cpu_overlay_wheel(layout: Line, pin: BasePin, label: str,
                             outdir: Path) -> Path:
     """The release's published CPU wheel overlaid (runs_on_cpu_wheel)."""
     overlay = check_overlay_safe(series_changes(layout.src, pin.tag))
@@ -523,7 +523,7 @@ def parse_smoke_output(stdout: str) -> dict | None:
 # ---------------------------------------------------------------- main
 
 
-def wheel_label(layout: Layout, pin: BasePin) -> str:
+def wheel_label(layout: Line, pin: BasePin) -> str:
     """The local version label of what the wheels carry: branch `series` of
     vllm-src as `make export` writes it (so the label of patches/ unless
     vllm-src holds commits of its own), and `.dirty` when uncommitted edits
@@ -540,7 +540,7 @@ def wheel_label(layout: Layout, pin: BasePin) -> str:
     return label
 
 
-def build_all(layout: Layout,
+def build_all(layout: Line,
               outdir: Path,
               which: str,
               smoke_model: Path | None = None) -> list[Path]:
@@ -549,7 +549,7 @@ def build_all(layout: Layout,
     wheel made from a published one (runs_on_cpu_wheel), required there."""
     pin = BasePin.load(layout.base_file)
     label = wheel_label(layout, pin)
-    cpu_overlay = which != "cuda" and runs_on_cpu_wheel(layout, pin)
+    cpu_overlay = which != "cuda" and runs_on_cpu_wheel(layout)
     if cpu_overlay and not (smoke_model and
                             (smoke_model / "config.json").exists()):
         given = ("none was given" if smoke_model is None else

@@ -1,6 +1,6 @@
-"""The checkout's other lines (patches-<version>/) in `make test`: each set
-up, then its part of the run in a process group of its own, under its own
-venv, alongside the default line's part; their check-bisect runs take turns.
+"""The lines in `make test` (lines/<version>/): each set up, then its part of
+the run in a process group of its own, under its own venv, the lines' parts
+side by side; their check-bisect runs take turns.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..build.setup_env import setup
-from ..core.download import fetch_sdist, fetch_wheel
+from ..core.download import fetch_cpu_wheel, fetch_sdist, fetch_wheel
 from ..core.errors import UserError, progress
-from ..core.layout import REPO, Layout
+from ..core.line import REPO, Line
 from ..core.pin import BasePin
+from ..install.setup_env import setup
 from ..queue.sync import sync
 from .junit import Counts
 
@@ -31,24 +31,36 @@ def pstack_env(version: str) -> dict[str, str]:
     }
 
 
-def other_lines(layout: Layout) -> list[Layout]:
-    """The checkout's lines besides the default one."""
-    return [
-        layout.line(patches.name.removeprefix("patches-"))
-        for _, patches in layout.lines()[1:]
-    ]
+def lines_checked_at_tip(layout: Line) -> list[Line]:
+    """The lines `make test` tests at their tip (checked_at_tip), oldest
+    first."""
+    return [line for line in layout.lines() if checked_at_tip(line)]
 
 
-def prepare_line(line: Layout) -> bool:
+def checked_at_tip(line: Line) -> bool:
+    """Whether `make test` runs the line's tests at its tip: the oldest
+    line (the whole series, sent upstream patch by patch) and the newest
+    (the line users run, and the residue sent upstream as PRs). A line in
+    between is the oldest line carried, reproduced byte for byte by `make
+    rebase` from its records and tested on demand (`make test
+    LINE=<version>`): each of its patches is tested on the oldest line, its
+    conflicts' resolutions on the newest one (docs/testing.md)."""
+    lines = line.lines()
+    return line.version in (lines[0].version, lines[-1].version)
+
+
+def prepare_line(line: Line) -> bool:
     """Another line's tree, pinned files and venv, before anything runs (the
     project's tests build its wheels too). False, with the error printed, if
     it cannot be set up."""
     pin = BasePin.load(line.base_file)
     version = pin.version
-    progress(f"line {line.patches.name}/ (vLLM {version}): setting it up")
+    progress(f"line {line.version} (vLLM {version}): setting it up")
     try:
         fetch_sdist(pin, line.cache)
         fetch_wheel(pin, line.cache)
+        if pin.cpu_wheel:
+            fetch_cpu_wheel(pin, line.cache)
         sync(line)
         setup(line)
     except UserError as e:
@@ -84,13 +96,13 @@ def one_bisect_at_a_time(root: Path) -> Iterator[None]:
 class LinePart:
     """Another line's part of the run, under way in a process of its own."""
 
-    line: Layout
+    line: Line
     version: str
     proc: subprocess.Popen
     log: Path
 
 
-def start_other_line(line: Layout) -> LinePart:
+def start_line_part(line: Line) -> LinePart:
     """Start another line's part of the run in its own venv: its vLLM tests
     at the tip, the lm-eval gate on it and check-bisect over its prefixes.
 
@@ -106,7 +118,7 @@ def start_other_line(line: Layout) -> LinePart:
     version = BasePin.load(line.base_file).version
     line.out.mkdir(parents=True, exist_ok=True)
     log = line.out / "make-test.log"
-    progress(f"line {line.patches.name}/ (vLLM {version}): its vLLM tests, "
+    progress(f"line {line.version} (vLLM {version}): its vLLM tests, "
              f"lm-eval gate and check-bisect, in {line.venv.name}, alongside "
              f"this line's; output in {log} (shown when it ends)")
     with log.open("w") as kept:
@@ -122,13 +134,13 @@ def start_other_line(line: Layout) -> LinePart:
     return LinePart(line, version, proc, log)
 
 
-def finish_other_line(part: LinePart) -> Counts:
+def finish_line_part(part: LinePart) -> Counts:
     """Wait for another line's part, show its output; its counts, from its
     last line. A part that exits non-zero has at least one failure."""
     returncode = part.proc.wait()
     # Its own time is in its output ("make test took ..."): it may have
     # ended long before this line's part did.
-    progress(f"line {part.line.patches.name}/ (vLLM {part.version}) "
+    progress(f"line {part.line.version} (vLLM {part.version}) "
              f"ended; its output, from {part.log}:")
     counts = None
     for text in part.log.read_text(errors="replace").splitlines():
@@ -137,12 +149,12 @@ def finish_other_line(part: LinePart) -> Counts:
     if returncode != 0 and (counts is None or not counts.failed):
         counts = (counts or Counts()) + Counts(failed=1)
     counts = counts or Counts(failed=1)
-    print(f"line {part.line.patches.name}/: {counts.passed} passed, "
+    print(f"line {part.line.version}: {counts.passed} passed, "
           f"{counts.failed} failed, {counts.skipped} skipped")
     return counts
 
 
-def stop_other_lines(parts: list[LinePart]) -> None:
+def stop_line_parts(parts: list[LinePart]) -> None:
     """Stop the parts still running, each with its process group (its
     pytest processes and engines)."""
     for part in parts:

@@ -10,22 +10,18 @@ import threading
 import time
 from pathlib import Path
 
-from pstack.core.layout import REPO, Layout
+from pstack.core.line import REPO, Line
 from pstack.harness.junit import Counts
-from pstack.harness.other_lines import (finish_other_line,
-                                        one_bisect_at_a_time, start_other_line,
-                                        stop_other_lines)
+from pstack.harness.line_parts import (finish_line_part, one_bisect_at_a_time,
+                                       start_line_part, stop_line_parts)
 
 
-def line_running(tmp_path: Path, script: str) -> Layout:
+def line_running(tmp_path: Path, script: str) -> Line:
     """A line on vLLM 0.10.2 in tmp_path whose `pstack test` is `script`."""
     root = tmp_path / "checkout"
-    line = Layout(patches=root / "patches",
-                  src=root / "vllm-src",
-                  cache=tmp_path / "cache",
-                  root=root).line("0.10.2")
+    line = Line.at(root, "0.10.2", tmp_path / "cache")
     line.patches.mkdir(parents=True)
-    shutil.copy(REPO / "patches-0.10.2" / "base.toml", line.base_file)
+    shutil.copy(REPO / "lines" / "0.10.2" / "base.toml", line.base_file)
     line.venv_python.parent.mkdir(parents=True)
     line.venv_python.write_text("#!/bin/sh\n" + script)
     line.venv_python.chmod(0o755)
@@ -36,7 +32,7 @@ def test_other_line_output_is_kept_and_shown_and_counted(tmp_path, capsys):
     line = line_running(
         tmp_path, "echo collecting; echo 'total: 4 passed, 1 failed, "
         "2 skipped'; exit 1\n")
-    counts = finish_other_line(start_other_line(line))
+    counts = finish_line_part(start_line_part(line))
     assert counts == Counts(passed=4, failed=1, skipped=2)
     shown = capsys.readouterr().out
     assert "collecting\ntotal: 4 passed, 1 failed, 2 skipped\n" in shown
@@ -45,20 +41,20 @@ def test_other_line_output_is_kept_and_shown_and_counted(tmp_path, capsys):
 
 def test_other_line_that_dies_without_a_total_is_a_failure(tmp_path):
     line = line_running(tmp_path, "echo 'Traceback'; exit 3\n")
-    assert finish_other_line(start_other_line(line)) == Counts(failed=1)
+    assert finish_line_part(start_line_part(line)) == Counts(failed=1)
 
 
 def test_other_line_fails_if_it_exits_nonzero_with_a_clean_total(tmp_path):
     line = line_running(
         tmp_path, "echo 'total: 2 passed, 0 failed, 0 skipped'; exit 1\n")
-    assert finish_other_line(start_other_line(line)) == Counts(passed=2,
-                                                               failed=1)
+    assert finish_line_part(start_line_part(line)) == Counts(passed=2,
+                                                             failed=1)
 
 
 def test_other_line_runs_in_a_process_group_of_its_own(tmp_path):
     pid_file = tmp_path / "pid"
     line = line_running(tmp_path, f"sleep 60 & echo $! > {pid_file}; wait\n")
-    part = start_other_line(line)
+    part = start_line_part(line)
     try:
         while not pid_file.exists() or not pid_file.read_text():
             time.sleep(0.05)
@@ -86,11 +82,11 @@ def test_one_check_bisect_at_a_time(tmp_path):
 def test_stopping_the_other_lines_ends_their_process_groups(tmp_path):
     pid_file = tmp_path / "pid"
     line = line_running(tmp_path, f"sleep 60 & echo $! > {pid_file}; wait\n")
-    part = start_other_line(line)
+    part = start_line_part(line)
     while not pid_file.exists() or not pid_file.read_text():
         time.sleep(0.05)
     child = int(pid_file.read_text())
-    stop_other_lines([part])
+    stop_line_parts([part])
     assert part.proc.poll() is not None
     deadline = time.monotonic() + 10
     while alive(child):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from ..core.download import fetch_cpu_wheel, fetch_sdist, fetch_wheel
-from ..core.layout import Layout
+from ..core.line import Line
 from ..core.pin import BasePin
 
 
@@ -20,7 +20,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         default="all")
 
 
-def run(args: argparse.Namespace, layout: Layout) -> int:
+def run(args: argparse.Namespace, layout: Line) -> int:
     pin = BasePin.load(layout.base_file)
     if args.what in ("sdist", "all"):
         print(fetch_sdist(pin, layout.cache))
