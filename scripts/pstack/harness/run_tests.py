@@ -28,6 +28,7 @@ read from are in junit.py, the lines' processes in line_parts.py.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -264,10 +265,26 @@ def finish(total: Counts, returncodes: list[int], start: float) -> int:
     return 1 if failed else 0
 
 
+def test_env_in(python: Path) -> dict[str, str]:
+    """test_env() as `python`'s venv makes it: writing the local models
+    and hub stand-ins takes the packages of a line's runtime, which the
+    Python running make lacks."""
+    code = ("import json; from pstack.harness.testenv import test_env; "
+            "print(json.dumps(test_env()))")
+    proc = subprocess.run(
+        [str(python), "-c", code],
+        env={
+            **os.environ, "PYTHONPATH": str(REPO / "scripts")
+        },
+        stdout=subprocess.PIPE,
+        text=True,
+        check=True)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def run_all(layout: Line, pytest_args: list[str]) -> int:
     """Everything (no ARGS=): lint, the project's tests, then each tested
     line's part; with ARGS=, the project's tests they select."""
-    env = test_env()
     everything = not pytest_args
     total = Counts()
     returncodes = []
@@ -278,6 +295,7 @@ def run_all(layout: Line, pytest_args: list[str]) -> int:
     if not ready or ready[0].version != layout.lines()[0].version:
         return finish(total, [1], start)
     tooling, *others = ready
+    env = test_env_in(tooling.venv_python)
     if everything:
         total += lint_own_code(tooling.venv_python)
     parts = [start_line_part(line) for line in others] if everything else []
