@@ -10,6 +10,7 @@ import sys
 import zipfile
 
 from conftest import REPO
+from pstack.core.line import Line
 from pstack.core.pin import BasePin
 from pstack.harness.bench import offload_manager
 from pstack.harness.bench.offload_manager import (UPSTREAM_FILES,
@@ -59,8 +60,10 @@ def test_upstream_managers_are_extracted_once_into_build(
 
 
 def test_measuring_script_runs_on_the_series_managers(tmp_path):
+    # The oldest line's tree: the series' own managers.
+    series = Line.default().lines()[0]
     env = {
-        **os.environ, "PYTHONPATH": str(REPO / "vllm-src"),
+        **os.environ, "PYTHONPATH": str(series.src),
         "VLLM_LOGGING_LEVEL": "ERROR"
     }
     proc = subprocess.run([

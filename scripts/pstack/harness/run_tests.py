@@ -271,14 +271,13 @@ def test_env_in(python: Path) -> dict[str, str]:
     Python running make lacks."""
     code = ("import json; from pstack.harness.testenv import test_env; "
             "print(json.dumps(test_env()))")
-    proc = subprocess.run(
-        [str(python), "-c", code],
-        env={
-            **os.environ, "PYTHONPATH": str(REPO / "scripts")
-        },
-        stdout=subprocess.PIPE,
-        text=True,
-        check=True)
+    proc = subprocess.run([str(python), "-c", code],
+                          env={
+                              **os.environ, "PYTHONPATH": str(REPO / "scripts")
+                          },
+                          stdout=subprocess.PIPE,
+                          text=True,
+                          check=True)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 

@@ -245,8 +245,8 @@ def ensure_requirements(layout: Line) -> None:
                   common.read_bytes())
     if _stamp_matches(layout.venv, "deps", key):
         return
-    progress("installing the CPU runtime into .venv (torch, IPEX, vLLM "
-             "requirements; several GB on the first run)")
+    progress(f"installing the CPU runtime into {layout.venv.name} (torch, "
+             "IPEX, vLLM requirements; several GB on the first run)")
     run_process([
         layout.venv_python, "-m", "pip", "install", "--progress-bar", "off",
         "-r", REQUIREMENTS, "-r", common, "-c", CONSTRAINTS

@@ -62,8 +62,8 @@ def apply(layout: Line, *, force: bool = False) -> str:
         _am(layout, src, names)
     tip = src.rev(SERIES)
     src.synced_tip_file.write_text(tip + "\n")
-    progress(f"vllm-src: branch {SERIES} = {pin.tag} + {len(names)} patches "
-             f"({tip[:12]})")
+    progress(f"{layout.src.name}: branch {SERIES} = {pin.tag} + {len(names)} "
+             f"patches ({tip[:12]})")
     return tip
 
 

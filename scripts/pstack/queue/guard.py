@@ -40,8 +40,8 @@ def refuse_unexported(layout: Line, pin: BasePin, hint: str) -> None:
     unexported = unexported_commits(layout, pin)
     if unexported:
         raise UserError(
-            "vllm-src has commits not exported to patches/: " +
-            "; ".join(unexported[-3:]), hint)
+            f"{layout.src.name} has commits not exported to "
+            f"{layout.folder}/: " + "; ".join(unexported[-3:]), hint)
 
 
 def ensure_safe_to_reset(layout: Line,
@@ -64,7 +64,7 @@ def ensure_safe_to_reset(layout: Line,
     if unexported and not force:
         raise UserError(
             f"{src.path} branch `{SERIES}` has commits not exported to "
-            "patches/: " + "; ".join(unexported[-3:]),
+            f"{layout.folder}/: " + "; ".join(unexported[-3:]),
             "keep them with `make export`, or discard them with "
             "`make apply FORCE=1` (a backup branch is kept)")
     if unexported:
