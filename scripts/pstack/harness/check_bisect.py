@@ -41,7 +41,7 @@ from ..core.line import Line
 from ..core.lint import lint, linters_for
 from ..core.pin import BasePin
 from ..core.vllm_src import SERIES, VllmSrc
-from ..install.setup_env import stamp
+from ..install.line_venv import stamp
 from .testenv import DESELECT_FILE, deselected, test_env
 
 HERE = Path(__file__).parent

@@ -51,7 +51,7 @@ from ..core.proc import run_process
 from ..core.series import format_patches, label_of
 from ..core.vllm_src import SERIES, VllmSrc
 from . import cpu_wheel_smoke
-from .setup_env import build_env
+from .source_runtime import build_env
 
 # Paths a Python-only overlay cannot carry: they need a real build or change
 # metadata.
