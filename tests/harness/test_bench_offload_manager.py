@@ -68,7 +68,7 @@ def test_measuring_script_runs_on_the_series_managers(tmp_path):
     }
     proc = subprocess.run([
         sys.executable,
-        str(REPO / "scripts" / "benchmarks" / "offload_manager.py"),
+        str(REPO / "scripts" / "benchmarks" / "measure_offload_manager.py"),
         "--requests", "300", "--rounds", "1", "--workload", "reuse"
     ],
                           env=env,

@@ -10,8 +10,8 @@ from .runner import base_tree, run_script
 def run(layout: Line) -> None:
     print("\n## Block hashing on the decode path (append + allocate_slots), "
           "µs per generated token, prompt 512, block 16")
-    base = run_script(layout, "block_hashing.py", base_tree(layout))
-    patched = run_script(layout, "block_hashing.py", layout.src)
+    base = run_script(layout, "measure_block_hashing.py", base_tree(layout))
+    patched = run_script(layout, "measure_block_hashing.py", layout.src)
     print(f"{'generated':>10} {'v0.9.2':>10} {'series':>10}")
     for b, p in zip(base, patched):
         print(f"{b['generated_tokens']:>10} {b['us_per_token']:>10.2f} "

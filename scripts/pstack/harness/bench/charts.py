@@ -7,7 +7,7 @@ from pathlib import Path
 TTFT_SERIES = (("cold_s", "recomputed",
                 "#c44e52"), ("cpu_s", "CPU-tier hit (loaded)", "#4c72b0"),
                ("gpu_s", "GPU prefix-cache hit", "#55a868"))
-# The 0.32 line's (tier_ttft.py's rows).
+# The 0.32 line's (measure_tier_ttft.py's rows).
 TIER_TTFT_SERIES = (("recompute_s", "recomputed",
                      "#c44e52"), ("fs_hit_s", "fs tier hit", "#8172b2"),
                     ("cpu_hit_s", "CPU tier hit", "#4c72b0"),
@@ -22,7 +22,7 @@ def write_ttft_chart(
     """Grouped bars: time to first token by prompt length, one bar per
     series (key of the rows, label, colour): by default a prompt recomputed,
     loaded from the CPU tier, and found in the GPU prefix cache (rows:
-    offload_ttft.py's output)."""
+    measure_offload_ttft.py's output)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -11,7 +11,7 @@ def run(layout: Line) -> None:
     print("\n## Per-layer vs cross-layer KV blocks on the CPU platform: one "
           "2048-token request (128 blocks of 16 tokens, bf16, shuffled) "
           "stored and loaded back")
-    rows = run_script(layout, "cross_layer.py", layout.src)
+    rows = run_script(layout, "measure_cross_layer.py", layout.src)
     print(f"{'model shape':>12} {'layout':>12} {'copies/block':>13} "
           f"{'bytes/copy':>11} {'MiB':>6} {'store ms':>9} {'load ms':>8}")
     for r in rows:

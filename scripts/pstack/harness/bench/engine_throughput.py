@@ -27,7 +27,7 @@ def run(layout: Line) -> None:
         flush=True)
     model = str(generate("bench-llama"))
     rounds = alternating_rounds(
-        layout, "engine_throughput.py", "engine throughput", {
+        layout, "measure_engine_throughput.py", "engine throughput", {
             "v0.9.2": (base_tree(layout), (model, )),
             "series": (layout.src, (model, ))
         }, ROUNDS, ENGINE_ENV)

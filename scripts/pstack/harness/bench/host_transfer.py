@@ -25,7 +25,7 @@ def run(layout: Line) -> None:
     print("\n## CPU tier <-> KV cache on vLLM's CPU platform: 256 MiB of "
           "shuffled blocks stored and loaded back, vs one plain "
           "tensor.copy_ of 256 MiB (GB/s, best of 5; run side by side)")
-    rows = run_script(layout, "host_transfer.py", layout.src)
+    rows = run_script(layout, "measure_host_transfer.py", layout.src)
     print(f"{'block':>8} {'store':>7} {'load':>7} {'plain':>7} "
           f"{'vs plain':>9} {'target':>7} {'plain 1T':>9}")
     missed = []

@@ -58,9 +58,10 @@ def run(layout: Line) -> None:
           "prepare_store of the rest, complete_store, touch. Block "
           "operations: blocks passed to manager calls. The managers take "
           "turns on the stream; x upstream is the median over rounds.")
-    rows = run_script(layout, "offload_manager.py", layout.src, "--upstream",
-                      str(upstream))
-    rows += run_script(layout, "offload_manager.py", layout.src, "--upstream",
+    rows = run_script(layout, "measure_offload_manager.py", layout.src,
+                      "--upstream", str(upstream))
+    rows += run_script(layout,
+                       "measure_offload_manager.py", layout.src, "--upstream",
                        str(upstream), "--keys", "tuple", "--workload", "reuse",
                        "--rounds", "2")
     _print_reuse(rows)

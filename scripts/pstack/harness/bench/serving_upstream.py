@@ -1,5 +1,5 @@
 """`make bench B=serving` on a line that carries upstream's offloading
-(0.32): the time to first token by tier (tier_ttft.py), drawn as
+(0.32): the time to first token by tier (measure_tier_ttft.py), drawn as
 docs/img/ttft-by-tier-<version>.png, then serving.py's workloads behind
 `vllm serve` without and with upstream's OffloadingConnector on vLLM's CPU
 platform."""

@@ -24,7 +24,7 @@ def run(layout: Line) -> None:
         flush=True)
     model = str(generate("bench-llama"))
     rows = alternating_rounds(
-        layout, "step_overhead.py", "step overhead", {
+        layout, "measure_step_overhead.py", "step overhead", {
             "no connector": (layout.src, (model, )),
             "offloading": (layout.src, (model, "--connector"))
         }, ROUNDS, ENGINE_ENV)

@@ -32,7 +32,7 @@ def measure(layout: Line) -> list[dict]:
         for phase in ("tiers", "fs"):
             progress(f"time to first token: 1k, 2k, 4k-token prompts, {phase}")
             for row in run_script(layout,
-                                  "tier_ttft.py",
+                                  "measure_tier_ttft.py",
                                   layout.src,
                                   model,
                                   str(Path(root)),

@@ -11,7 +11,7 @@ def run(layout: Line) -> None:
     print("\n## CPU-platform offloading handler: 256 MiB of shuffled blocks "
           "stored and loaded back, vs one plain tensor.copy_ of 256 MiB "
           "(GB/s, best of 5; run side by side)")
-    rows = run_script(layout, "transfer.py", layout.src)
+    rows = run_script(layout, "measure_transfer.py", layout.src)
     print(f"{'block':>8} {'store':>7} {'load':>7} {'plain':>7} "
           f"{'vs plain':>9} {'plain 1T':>9} {'vs 1T':>6}")
     missed = []

@@ -16,7 +16,7 @@ def measure(layout: Line) -> list[dict]:
     progress("time to first token: 1k, 2k, 4k-token prompts")
     # The script reaches the engine through pstack.harness.offload_probe.
     return run_script(layout,
-                      "offload_ttft.py",
+                      "measure_offload_ttft.py",
                       layout.src,
                       model,
                       env=ENGINE_ENV,

@@ -9,7 +9,7 @@ real CpuGpuOffloadingHandlers, in shuffled block order, then loads them back.
 
 Prints one JSON line per (shape, layout). Run with vLLM on PYTHONPATH:
 
-    PYTHONPATH=/path/to/vllm python cross_layer.py [--repeat N]
+    PYTHONPATH=/path/to/vllm python measure_cross_layer.py [--repeat N]
 """
 import argparse
 import json

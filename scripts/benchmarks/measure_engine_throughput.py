@@ -3,7 +3,8 @@
 Run with PYTHONPATH pointing at a vLLM tree (the unpatched base or the series)
 and the engine in process; prints one JSON line per timed repeat:
 
-    PYTHONPATH=/path/to/vllm python engine_throughput.py MODEL_DIR [--repeats N]
+    PYTHONPATH=/path/to/vllm python measure_engine_throughput.py MODEL_DIR \
+        [--repeats N]
 
 Each repeat generates GEN_LEN tokens (ignore_eos) for a batch of NUM_PROMPTS
 prompts of PROMPT_LEN random token ids. Prompts differ between repeats (and

@@ -6,7 +6,7 @@ Run with PYTHONPATH pointing at the series' vLLM tree and the engine in
 process (VLLM_ENABLE_V1_MULTIPROCESSING=0); prints one JSON line per timed
 repeat:
 
-    python step_overhead.py MODEL_DIR [--connector] [--repeats N]
+    python measure_step_overhead.py MODEL_DIR [--connector] [--repeats N]
 
 Each repeat generates GEN_LEN tokens (ignore_eos) for NUM_PROMPTS prompts of
 PROMPT_LEN random token ids, different in every repeat: nothing is ever hit,

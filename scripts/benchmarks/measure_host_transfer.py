@@ -15,7 +15,8 @@ Memory is touched before timing, so page faults are not measured.
 
 Prints one JSON line per block size. Run with the line's vLLM on PYTHONPATH:
 
-    PYTHONPATH=/path/to/vllm-src-0.32.0 python host_transfer.py [--repeat N]
+    PYTHONPATH=/path/to/vllm-src-0.32.0 python measure_host_transfer.py \
+        [--repeat N]
 """
 
 import argparse

@@ -22,7 +22,7 @@ each figure is the best of its runs.
 Run with the line's vLLM tree on PYTHONPATH (it uses its tests' engine
 helpers); prints one JSON line per prompt length and phase:
 
-    PYTHONPATH=vllm-src-0.32.0 python tier_ttft.py MODEL_DIR ROOT_DIR \
+    PYTHONPATH=vllm-src-0.32.0 python measure_tier_ttft.py MODEL_DIR ROOT_DIR \
         --phase tiers|fs
 """
 

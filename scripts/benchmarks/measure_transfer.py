@@ -15,7 +15,7 @@ before timing so page faults are not measured.
 
 Prints one JSON line per block size. Run with vLLM on PYTHONPATH:
 
-    PYTHONPATH=/path/to/vllm python transfer.py [--repeat N]
+    PYTHONPATH=/path/to/vllm python measure_transfer.py [--repeat N]
 """
 import argparse
 import json

@@ -5,7 +5,7 @@ Run with PYTHONPATH holding the patched vLLM tree and the project's scripts/
 (for pstack.harness.offload_probe), the engine in process; prints one JSON
 line per prompt length:
 
-    PYTHONPATH=vllm-src:scripts python offload_ttft.py MODEL_DIR \
+    PYTHONPATH=vllm-src-0.9.2:scripts python measure_offload_ttft.py MODEL_DIR \
         [--lengths 1024 2048]
 
 One engine with the OffloadingConnector. For each length and repeat, a new
