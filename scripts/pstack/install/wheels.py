@@ -82,9 +82,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, layout: Line) -> int:
     outdir = args.outdir or layout.dist
+    progress(f"the wheels of line {layout.version} ({which_line(layout)}) "
+             f"into {outdir}")
     for wheel in build_all(layout, outdir, args.which, args.smoke_model):
         print(wheel)
     return 0
+
+
+def which_line(layout: Line) -> str:
+    """Why `make` builds this line: LINE= named it, or it is the newest."""
+    if os.environ.get("PSTACK_LINE"):
+        return "LINE= names it"
+    return ("the newest line, the one users run; `make LINE=<version>` "
+            "builds another")
 
 
 @dataclass(frozen=True)
