@@ -74,7 +74,7 @@ COMMANDS = (
     Command(
         "rebase-report", "queue.rebase_report",
         "the rebase tried on a copy in build/, past every conflict: "
-        "docs/reports/<version>/rebase.md", "TO=<version ...>"),
+        "docs/reports/<version>/report.md", "TO=<version ...>"),
     Command(
         "pr",
         "queue.pr",

@@ -1,10 +1,10 @@
 """The text of the rebase reports, rendered from the walk's results
 (rebase_walk.py); nothing here decides what happened to a patch.
 
-Three kinds: the block of docs/reports/<version>/rebase.md (a table of the
-patches, then each conflict's files and hunks), its rebase.conflicts.txt
-(the hunks in full) and rebase.range-diff, and the block of
-docs/reports/<last version>/rebase-steps.md (a table of each patch's fate
+Three kinds: the block of docs/reports/<version>/report.md (a table of the
+patches, then each conflict's files and hunks), its report.conflicts.txt
+(the hunks in full) and report.range-diff, and the block of
+docs/reports/<last version>/report-steps.md (a table of each patch's fate
 at each step).
 """
 
@@ -18,7 +18,7 @@ from ..core import markers
 from .rebase_in_place import CONFLICT_KINDS
 from .rebase_walk import Conflict, Fate, PatchFate, StepResult
 
-# Lines of each file's conflicting diff that rebase.conflicts.txt shows.
+# Lines of each file's conflicting diff that report.conflicts.txt shows.
 DIFF_LINES_PER_FILE = 250
 
 REPLAYS = "(recorded: `make rebase` replays it)"
@@ -109,7 +109,7 @@ def _conflict_table(step: StepResult, c: Conflict) -> list[str]:
 
 def steps_block(steps: list[StepResult], docs: list[Path],
                 steps_doc: Path) -> str:
-    """The generated part of rebase-steps.md (`steps_doc`): each patch's
+    """The generated part of report-steps.md (`steps_doc`): each patch's
     outcome at each step; `docs` are the steps' reports."""
     header = " | ".join(f"{s.old.version} → {s.new.version}" for s in steps)
     fates = [{f.patch.subject: f for f in s.fates} for s in steps]
@@ -136,8 +136,8 @@ def steps_block(steps: list[StepResult], docs: list[Path],
                       for s, doc in zip(steps, docs))
     lines += [
         "",
-        f"Each step's report: {links} (each with its `rebase.range-diff` "
-        "and `rebase.conflicts.txt` beside it).",
+        f"Each step's report: {links} (each with its `report.range-diff` "
+        "and `report.conflicts.txt` beside it).",
         "",
     ]
     return "\n".join(lines)
@@ -146,15 +146,15 @@ def steps_block(steps: list[StepResult], docs: list[Path],
 def _relative(path: Path, start: Path) -> str:
     """`path` as a link from a document in `start`.
 
-    >>> _relative(Path("docs/reports/0.10.0/rebase.md"),
+    >>> _relative(Path("docs/reports/0.10.0/report.md"),
     ...           Path("docs/reports/0.10.2"))
-    '../0.10.0/rebase.md'
+    '../0.10.0/report.md'
     """
     return Path(os.path.relpath(path, start)).as_posix()
 
 
 def conflict_details(step: StepResult) -> str:
-    """rebase.conflicts.txt: the `git diff` at each conflict, in full (up to
+    """report.conflicts.txt: the `git diff` at each conflict, in full (up to
     DIFF_LINES_PER_FILE lines per file)."""
     total = len(step.fates)
     out = [
@@ -178,7 +178,7 @@ def conflict_details(step: StepResult) -> str:
 
 
 def range_diff(step: StepResult) -> str:
-    """rebase.range-diff: the step's range-diff, flagged when it shows
+    """report.range-diff: the step's range-diff, flagged when it shows
     mechanical resolutions."""
     if not step.conflicts:
         return step.range_diff

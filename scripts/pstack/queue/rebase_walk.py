@@ -168,7 +168,7 @@ def walk_step(copy: Line, version: str, recorded: dict[str,
     state = start(copy, version)
     conflicts = _rebase_past_conflicts(copy, state)
     changes = upstream_changes(src, state.old_pin.tag, state.new_pin.tag)
-    result = finish(copy, state, copy.root / "rebase.range-diff")
+    result = finish(copy, state, copy.root / "report.range-diff")
     return StepResult(label, state.old_pin, state.new_pin, [
         fate_of(p, state, result, conflicts, recorded) for p in state.patches
     ], conflicts, changes, result.range_diff.read_text())
