@@ -61,7 +61,7 @@ def test_upstream_managers_are_extracted_once_into_build(
 
 def test_measuring_script_runs_on_the_series_managers(tmp_path):
     # The oldest line's tree: the series' own managers.
-    series = Line.default().lines()[0]
+    series = Line.default().oldest
     env = {
         **os.environ, "PYTHONPATH": str(series.src),
         "VLLM_LOGGING_LEVEL": "ERROR"

@@ -257,7 +257,7 @@ def _gate(*args: str) -> subprocess.CompletedProcess:
             "PYTHONPATH": str(REPO / "scripts"),
             # The gate on this Python's vLLM: the oldest
             # line's, which runs the project's tests.
-            "PSTACK_LINE": Line.default().lines()[0].version,
+            "PSTACK_LINE": Line.default().oldest.version,
             "PSTACK_VENV": sys.prefix
         },
         text=True,

@@ -24,7 +24,7 @@ V092_IMPORT_COMMIT = "3477105208"
 
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory) -> Line:
-    real = Line.default().lines()[0]  # the whole series
+    real = Line.default().oldest  # the whole series
     tmp = tmp_path_factory.mktemp("real-series")
     paths = Line.at(tmp, real.version, real.cache)
     shutil.copytree(real.patches, paths.patches)

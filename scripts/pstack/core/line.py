@@ -116,8 +116,9 @@ class Line:
             patches = Path(env["PSTACK_PATCHES"])
             line = cls(patches=patches,
                        src=Path(
-                           env.get("PSTACK_SRC",
-                                   patches.parent.parent / "vllm-src")),
+                           env.get(
+                               "PSTACK_SRC", patches.parent.parent /
+                               f"vllm-src-{patches.name}")),
                        cache=cache_dir())
         else:
             line = newest_line(REPO, cache_dir())
@@ -188,6 +189,15 @@ class Line:
     def lines(self) -> list[Line]:
         """Every line beside this one (this one included), oldest first."""
         return lines_in(self.patches.parent, self.cache, self.root)
+
+    @property
+    def oldest(self) -> Line:
+        """The oldest line beside this one (this one if none): the whole
+        series, each feature a patch; the project's tests run in its venv
+        (they start the series' own connector), and it builds the runtime
+        a newer line on the same torch shares."""
+        lines = self.lines()
+        return lines[0] if lines else self
 
     @property
     def series_file(self) -> Path:
@@ -289,7 +299,7 @@ def owner_runtime_pins(line: Line, owner: Line) -> list[str]:
 def shared_runtime(line: Line) -> Line | None:
     """The oldest line, when `line` is a newer one whose release pins the
     same runtime; None otherwise."""
-    owner = line.lines()[0] if line.lines() else line
+    owner = line.oldest
     if owner.version == line.version:
         return None
     pins = runtime_pins(line.src)
@@ -302,8 +312,7 @@ def runs_on_cpu_wheel(line: Line) -> bool:
     """Whether the line's CPU runtime is its release's published CPU wheel
     (pin.cpu_wheel), not a build of its tree: a line that cannot share the
     oldest line's runtime, whose pin names that wheel."""
-    lines = line.lines()
-    if not lines or lines[0].version == line.version:
+    if line.oldest.version == line.version:
         return False  # the oldest line builds the runtime others share
     return bool(line.pin.cpu_wheel) and shared_runtime(line) is None
 

@@ -288,10 +288,10 @@ def run_all(layout: Line, pytest_args: list[str]) -> int:
     total = Counts()
     returncodes = []
     start = time.monotonic()
-    lines = lines_checked_at_tip(layout) if everything else layout.lines()[:1]
+    lines = lines_checked_at_tip(layout) if everything else [layout.oldest]
     ready = [line for line in lines if prepare_line(line)]
     total += Counts(failed=len(lines) - len(ready))
-    if not ready or ready[0].version != layout.lines()[0].version:
+    if not ready or ready[0].version != layout.oldest.version:
         return finish(total, [1], start)
     tooling, *others = ready
     env = test_env_in(tooling.venv_python)
