@@ -17,7 +17,6 @@ from pathlib import Path
 from ..core.download import fetch_cpu_wheel, fetch_sdist, fetch_wheel
 from ..core.errors import UserError, progress
 from ..core.line import REPO, Line
-from ..core.pin import BasePin
 from ..install.setup_env import setup
 from ..queue.sync import sync
 from .junit import Counts
@@ -50,12 +49,12 @@ def checked_at_tip(line: Line) -> bool:
 
 
 def prepare_line(line: Line) -> bool:
-    """Another line's tree, pinned files and venv, before anything runs (the
+    """A line's tree, pinned files and venv, before anything runs (the
     project's tests build its wheels too). False, with the error printed, if
     it cannot be set up."""
-    pin = BasePin.load(line.base_file)
+    pin = line.pin
     version = pin.version
-    progress(f"line {line.version} (vLLM {version}): setting it up")
+    progress(f"line {line.version}: setting it up")
     try:
         fetch_sdist(pin, line.cache)
         fetch_wheel(pin, line.cache)
@@ -94,7 +93,7 @@ def one_bisect_at_a_time(root: Path) -> Iterator[None]:
 
 @dataclass
 class LinePart:
-    """Another line's part of the run, under way in a process of its own."""
+    """A line's part of the run, under way in a process of its own."""
 
     line: Line
     version: str
@@ -103,10 +102,10 @@ class LinePart:
 
 
 def start_line_part(line: Line) -> LinePart:
-    """Start another line's part of the run in its own venv: its vLLM tests
-    at the tip, the lm-eval gate on it and check-bisect over its prefixes.
+    """Start a line's part of the run in its own venv: its vLLM tests at the
+    tip, the lm-eval gate on it and check-bisect over its prefixes.
 
-    It runs alongside the default line's part: a part spends much of its
+    It runs alongside the other parts: a part spends much of its
     time waiting on engine processes and servers (an engine runs one OpenMP
     thread), so side by side the run takes little longer than its longest
     part; each part's own time is its "make test took ..." line. Side by
@@ -115,12 +114,12 @@ def start_line_part(line: Line) -> LinePart:
     check-bisect runs, which go through the prefixes before those patches,
     take turns (one_bisect_at_a_time). Its output goes to
     out/<version>/make-test.log and is shown once it ends."""
-    version = BasePin.load(line.base_file).version
+    version = line.version
     line.out.mkdir(parents=True, exist_ok=True)
     log = line.out / "make-test.log"
-    progress(f"line {line.version} (vLLM {version}): its vLLM tests, "
-             f"lm-eval gate and check-bisect, in {line.venv.name}, alongside "
-             f"this line's; output in {log} (shown when it ends)")
+    progress(f"line {version}: its vLLM tests, lm-eval gate and "
+             f"check-bisect, in {line.venv.name}, alongside the rest; output "
+             f"in {log} (shown when it ends)")
     with log.open("w") as kept:
         proc = subprocess.Popen(
             [str(line.venv_python), "-m", "pstack", "test"],
@@ -135,7 +134,7 @@ def start_line_part(line: Line) -> LinePart:
 
 
 def finish_line_part(part: LinePart) -> Counts:
-    """Wait for another line's part, show its output; its counts, from its
+    """Wait for a line's part, show its output; its counts, from its
     last line. A part that exits non-zero has at least one failure."""
     returncode = part.proc.wait()
     # Its own time is in its output ("make test took ..."): it may have
