@@ -70,11 +70,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         default=0.05,
                         help="gpu: largest allowed accuracy difference to "
                         "the baseline")
-    parser.add_argument("--out",
-                        type=Path,
-                        default=None,
-                        help="results directory (default out/lm-eval/"
-                        "<profile>)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="results directory (default out/<version>/lm-eval/"
+        "<profile>)")
     parser.add_argument("--list",
                         action="store_true",
                         help="print the configurations and exit")
