@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import subprocess
 import zipfile
 from pathlib import Path
@@ -505,6 +506,20 @@ def test_the_generate_through_the_cpu_tier_reports_in_one_line(
         f"generate through the CPU tier: {tmp_path / 'none'} is not a "
         "model directory"
     ]
+
+
+def test_the_generate_sizes_its_kv_cache_whatever_the_environment(monkeypatch):
+    """`make test` sets VLLM_CPU_KVCACHE_SPACE=1 (GiB), which vLLM's CPU
+    platform takes over kv_cache_memory_bytes: with it, the flood meant to
+    evict the first prompts from the KV cache evicted them from the CPU tier
+    too, and the generate found no hit (seen in CI)."""
+    from pstack.install import cpu_wheel_smoke
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
+    for name in cpu_wheel_smoke.ENGINE_ENV:
+        monkeypatch.delenv(name, raising=False)
+    cpu_wheel_smoke.set_engine_env()
+    assert "VLLM_CPU_KVCACHE_SPACE" not in os.environ
+    assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
 
 
 def _lines() -> list[str]:
