@@ -9,8 +9,8 @@ too) and runs its part in its own venv, in a process of its own, with the
 offline switches set (`make test LINE=<version>` runs only that part, in
 this process). The project's tests (tests/, the lm-eval gate among them)
 run in the oldest line's venv, whose vLLM has the series' own connector;
-that line's part follows them, while the newest line's part runs alongside
-from the start. A line in between is left to `make test LINE=<version>`.
+each line's part runs alongside them from the start. A line in between is
+left to `make test LINE=<version>`.
 
 A line whose series changes upstream's code rather than adding its own
 also runs upstream's tests of that code (ci/vllm-suites-<version>.txt).
@@ -293,11 +293,13 @@ def run_all(layout: Line, pytest_args: list[str]) -> int:
     total += Counts(failed=len(lines) - len(ready))
     if not ready or ready[0].version != layout.oldest.version:
         return finish(total, [1], start)
-    tooling, *others = ready
+    tooling = ready[0]
     env = test_env_in(tooling.venv_python)
     if everything:
         total += lint_own_code(tooling.venv_python)
-    parts = [start_line_part(line) for line in others] if everything else []
+    # Every line's part alongside the project's tests, as many processes as
+    # the two cores and the memory budget take (docs/testing.md).
+    parts = [start_line_part(line) for line in ready] if everything else []
     try:
         with tempfile.TemporaryDirectory() as tmp:
             junit = Path(tmp) / "project.xml"
@@ -309,9 +311,6 @@ def run_all(layout: Line, pytest_args: list[str]) -> int:
             progress(f"project tests done ({time.monotonic() - start:.0f}s)")
         if not everything:
             return finish(total, returncodes, start)
-        # The oldest line's part after the project's tests, which use the
-        # same engines: the run's memory stays what it was with two parts.
-        parts.append(start_line_part(tooling))
         for part in parts:
             total += finish_line_part(part)
     finally:
