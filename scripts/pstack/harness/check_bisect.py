@@ -39,7 +39,6 @@ from ..core.errors import UserError, progress
 from ..core.gitrepo import GitRepo
 from ..core.line import Line
 from ..core.lint import lint, linters_for
-from ..core.pin import BasePin
 from ..core.vllm_src import SERIES, VllmSrc
 from ..install.line_venv import stamp
 from .testenv import DESELECT_FILE, deselected, test_env
@@ -196,7 +195,7 @@ def check_bisect(layout: Line,
     test's run at the tip) lets a prefix reuse the tip's run of a file it
     shares with the tip."""
     results_file = results_file or layout.check_results
-    pin = BasePin.load(layout.base_file)
+    pin = layout.pin
     src = VllmSrc(layout.src)
     commits = src.series_commits(pin)
     if not commits:

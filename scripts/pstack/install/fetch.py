@@ -10,7 +10,6 @@ import argparse
 
 from ..core.download import fetch_cpu_wheel, fetch_sdist, fetch_wheel
 from ..core.line import Line
-from ..core.pin import BasePin
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -21,7 +20,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, layout: Line) -> int:
-    pin = BasePin.load(layout.base_file)
+    pin = layout.pin
     if args.what in ("sdist", "all"):
         print(fetch_sdist(pin, layout.cache))
     if args.what in ("wheel", "all"):

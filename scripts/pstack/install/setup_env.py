@@ -52,7 +52,6 @@ import argparse
 
 from ..core.errors import UserError, progress
 from ..core.line import Line, runs_on_cpu_wheel, shared_runtime
-from ..core.pin import BasePin
 from .apt import ensure_apt_packages
 from .line_venv import ensure_venv
 from .source_runtime import (check_runtime, ensure_line_requirements,
@@ -71,7 +70,7 @@ def run(args: argparse.Namespace, layout: Line) -> int:
 
 
 def setup(layout: Line) -> None:
-    pin = BasePin.load(layout.base_file)
+    pin = layout.pin
     if not (layout.src / "setup.py").exists():
         raise UserError(f"{layout.src} is not materialized",
                         "run `make apply` first")

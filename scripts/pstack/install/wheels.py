@@ -557,7 +557,7 @@ def build_all(layout: Line,
     """The wheels `which` names (cuda, cpu or all) of the line, each
     verified; `smoke_model`: the model of the generate that verifies a CPU
     wheel made from a published one (runs_on_cpu_wheel), required there."""
-    pin = BasePin.load(layout.base_file)
+    pin = layout.pin
     label = wheel_label(layout, pin)
     cpu_overlay = which != "cuda" and runs_on_cpu_wheel(layout)
     if cpu_overlay and not (smoke_model and

@@ -19,7 +19,6 @@ from ..core.download import fetch_sdist
 from ..core.errors import UserError, progress
 from ..core.gitrepo import STACK_COMMITTER
 from ..core.line import Line
-from ..core.pin import BasePin
 from ..core.series import read_series
 from ..core.vllm_src import SERIES, VllmSrc
 from .guard import ensure_safe_to_reset
@@ -47,7 +46,7 @@ def run(args: argparse.Namespace, layout: Line) -> int:
 
 def apply(layout: Line, *, force: bool = False) -> str:
     """Reset `series` to the base plus the patches; return its tip."""
-    pin = BasePin.load(layout.base_file)
+    pin = layout.pin
     names = read_series(layout)
     fetch_sdist(pin, layout.cache)
     src = VllmSrc(layout.src)

@@ -37,7 +37,6 @@ from pathlib import Path
 from ..core.download import sha256_of
 from ..core.errors import UserError
 from ..core.line import Line
-from ..core.pin import BasePin
 from ..core.series import read_patches
 
 CARRIED_TOML = "carried.toml"
@@ -180,9 +179,8 @@ def _render_entries(record: Record) -> str:
 def write_record(line: Line, source: Line, record: Record) -> None:
     """Write `line`'s carried.toml: its patches, carried from `source`."""
     (line.patches / CARRIED_TOML).write_text(
-        render_carried(
-            BasePin.load(line.base_file).version, source.folder,
-            BasePin.load(source.base_file).version, record))
+        render_carried(line.pin.version, source.folder, source.pin.version,
+                       record))
 
 
 def follow_export(line: Line, before: list[str], after: list[str]) -> None:

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from ..core.errors import UserError, progress
 from ..core.line import Line
-from ..core.pin import BasePin
 from ..core.series import format_patches, read_series, write_series
 from ..core.vllm_src import SERIES, VllmSrc
 from .carried import follow_export
@@ -36,7 +35,7 @@ def run(args: argparse.Namespace, layout: Line) -> int:
 
 def export(layout: Line) -> list[str]:
     """Write the series to patches/; return the patch names in order."""
-    pin = BasePin.load(layout.base_file)
+    pin = layout.pin
     src = VllmSrc(layout.src)
     if not src.exists():
         raise UserError(f"{src.path} does not exist", "run `make apply` first")

@@ -380,7 +380,7 @@ def pr(layout: Line,
        which: list[str],
        out: Path,
        results_file: Path | None = None) -> list[Path]:
-    pin = BasePin.load(layout.base_file)
+    pin = layout.pin
     results_file = results_file or layout.check_results
     src = VllmSrc(layout.src)
     if not src.exists() or src.rev(SERIES) is None:

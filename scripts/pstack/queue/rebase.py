@@ -30,7 +30,6 @@ import shutil
 
 from ..core.errors import UserError, progress
 from ..core.line import LINES, Line
-from ..core.pin import BasePin
 from ..core.series import read_patches, read_series
 from ..core.vllm_src import VllmSrc
 from .apply import apply
@@ -100,7 +99,7 @@ def _prepare(layout: Line, line: Line, work: Line) -> None:
     if src.exists() and line.base_file.exists():
         # Nothing of the line's own is lost: vllm-src-<version> holds
         # nothing that patches-<version> does not.
-        ensure_safe_to_reset(line, BasePin.load(line.base_file))
+        ensure_safe_to_reset(line, line.pin)
     elif src.exists():
         src.refuse_operation_in_progress()
         if src.uncommitted_changes():

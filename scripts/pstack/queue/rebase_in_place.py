@@ -248,7 +248,7 @@ def _stop_error(state: RebaseState, src: VllmSrc, stop: Stop,
 def refuse_same_version(layout: Line, version: str) -> BasePin:
     """The line's pin, unless it pins `version` already: then there is
     nothing to move."""
-    pin = BasePin.load(layout.base_file)
+    pin = layout.pin
     if version == pin.version:
         raise UserError(
             f"the line in {layout.folder}/ is already based on "
@@ -471,7 +471,7 @@ def abort(layout: Line) -> None:
     src.git("checkout", "-q", SERIES)
     src.git("update-ref", f"refs/heads/{UPSTREAM}", state.old_upstream)
     src.git("tag", "-d", state.new_pin.tag, check=False)
-    if BasePin.load(layout.base_file) != state.old_pin:
+    if layout.pin != state.old_pin:
         state.old_pin.dump(layout.base_file)
         print("note: patches/base.toml restored; if patches/ was re-exported "
               "already, `git checkout -- patches/` restores it too")

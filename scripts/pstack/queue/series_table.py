@@ -17,7 +17,6 @@ from pathlib import Path
 
 from ..core import markers
 from ..core.line import Line
-from ..core.pin import BasePin
 from ..core.series import read_patches
 
 COMMAND = "make export"
@@ -57,7 +56,7 @@ def series_table(layout: Line) -> str:
     """The generated block: the line's base and the table of its patches,
     linked relative to the patches folder."""
     patches = read_patches(layout)
-    version = BasePin.load(layout.base_file).version
+    version = layout.pin.version
     rows = [
         f"{len(patches)} patches on vLLM {version}:",
         "",

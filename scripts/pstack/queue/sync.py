@@ -11,7 +11,6 @@ import argparse
 
 from ..core.errors import UserError, progress
 from ..core.line import Line
-from ..core.pin import BasePin
 from ..core.vllm_src import VllmSrc
 from .apply import apply
 from .guard import ensure_safe_to_reset
@@ -29,7 +28,7 @@ def run(args: argparse.Namespace, layout: Line) -> int:
 def sync(layout: Line) -> None:
     if VllmSrc(layout.src).exists():
         try:
-            ensure_safe_to_reset(layout, BasePin.load(layout.base_file))
+            ensure_safe_to_reset(layout, layout.pin)
         except UserError as e:
             progress(f"using vllm-src as it is: {e}")
             return

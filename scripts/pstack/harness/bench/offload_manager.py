@@ -18,7 +18,6 @@ from pathlib import Path
 from ...core.download import fetch, find_release
 from ...core.errors import progress
 from ...core.line import Line
-from ...core.pin import BasePin
 from .runner import run_script
 
 UPSTREAM_VERSION = "0.13.0"
@@ -35,8 +34,7 @@ def upstream_managers(layout: Line) -> Path:
     package = dest / UPSTREAM_PACKAGE
     if all((package / name).exists() for name in UPSTREAM_FILES):
         return dest
-    release = find_release(UPSTREAM_VERSION,
-                           like=BasePin.load(layout.base_file))
+    release = find_release(UPSTREAM_VERSION, like=layout.pin)
     wheel = fetch(release.wheel, release.wheel_sha256, layout.cache)
     progress(f"extracting upstream's managers from {wheel.name}")
     with zipfile.ZipFile(wheel) as archive:

@@ -16,7 +16,6 @@ from pathlib import Path
 
 from ...core.errors import UserError, progress
 from ...core.line import REPO, Line
-from ...core.pin import BasePin
 from ...core.vllm_src import VllmSrc
 
 SCRIPTS = REPO / "scripts" / "benchmarks"
@@ -26,7 +25,7 @@ Side = tuple[Path, tuple[str, ...]]
 
 def base_tree(layout: Line) -> Path:
     """The unpatched base, to run the same benchmark before and after."""
-    tag = BasePin.load(layout.base_file).tag
+    tag = layout.pin.tag
     src = VllmSrc(layout.src)
     return src.scratch_worktree(layout.build / "vllm-base", tag).path
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...core.line import Line
-from ...core.pin import BasePin
 from . import serving, tier_ttft
 from .charts import TIER_TTFT_SERIES, write_ttft_chart
 
 
 def chart_file(layout: Line) -> Path:
-    version = BasePin.load(layout.base_file).version
+    version = layout.pin.version
     return layout.docs / "img" / f"ttft-by-tier-{version}.png"
 
 

@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ...core.errors import UserError, progress
-from ...core.line import REPO, Line
+from ...core.line import REPO, UPSTREAM, Line, generation_of
 from ..testenv import ENGINE_ENV
 from .protocol import PROGRESS_PREFIX, ConfigSpec, RunResult, WorkerJob
 from .task import TASK_DIR
@@ -201,10 +201,9 @@ def cpu_generation(release: str) -> CpuGeneration:
     if match is None:
         raise UserError(f"cannot read the vLLM version {release!r}",
                         "the gate knows vLLM 0.9.2, 0.10.2 and 0.32")
-    version = (int(match[1]), int(match[2]))
-    if version < (0, 11):
+    if generation_of(release) != UPSTREAM:
         return SERIES
-    if version >= (0, 32):
+    if (int(match[1]), int(match[2])) >= (0, 32):
         return V0_32
     raise UserError(
         f"the cpu profile has no configurations for vLLM {release}",
