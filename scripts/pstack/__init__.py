@@ -1,8 +1,8 @@
 """The patch stack's tooling, in layers that import only downwards:
 
-  core     errors, layout, base pin, git, the patch and series model
+  core     errors, the line (Line), base pin, git, the patch and series model
   queue    the patch queue: apply, export, check-series, rebase, pr
-  build    fetch, setup (.venv), wheel
+  install  fetch, setup (a line's venv), wheel
   harness  test, check-bisect, lm-eval, stress, demo, bench
   cli      the command table (`python -m pstack <command>`)
 """

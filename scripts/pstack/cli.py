@@ -10,7 +10,7 @@ This table is the only description of the commands and of the Make targets:
 tests/test_cli.py fails when a description is written down anywhere else.
 
 Only the chosen command's module is imported: the patch queue runs with the
-system Python and its standard library, before .venv exists.
+system Python and its standard library, before any venv exists.
 """
 
 from __future__ import annotations

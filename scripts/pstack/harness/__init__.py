@@ -2,5 +2,5 @@
 gate, the stress test, the demo and the benchmarks, with what they share
 (local models, hub stand-ins, the offline environment, the engine probe).
 
-These run in .venv, next to the patched vLLM.
+These run in a line's venv, next to its patched vLLM.
 """

@@ -387,7 +387,7 @@ def install_in_throwaway_venv(wheel: Path, venv: Path, python: Path) -> Path:
     run_process([python, "-m", "venv", "--without-pip", venv])
     site = next((venv / "lib").glob("python3*/site-packages"))
     # Every site-packages of the project venv: its own, and the runtime
-    # it shares with the default line, if it does.
+    # it shares with the oldest line, if it does.
     deps_sites = run_process([
         python, "-c", "import sys; print('\\n'.join(p for p in sys.path "
         "if p.endswith('site-packages')))"

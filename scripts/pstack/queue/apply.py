@@ -1,4 +1,5 @@
-"""`make apply`: (re)create vllm-src = the pinned base + patches/series.
+"""`make apply`: (re)create vllm-src-<version> = the pinned base + the
+line's series (lines/<version>/series).
 
 The base release (and the releases it was rebased from) are imported on
 branch `upstream`; branch `series` is reset to the base tag and the patches

@@ -1,9 +1,9 @@
 """`make export`: write the commits of vllm-src's `series` to patches/.
 
-One patch file per commit, named by its subject, and patches/series in the
+One patch file per commit, named by its subject, and the line's series in the
 commits' order; files of patches no longer in the series are removed. The
 output is byte-stable: exporting what `make apply` made changes nothing.
-Also regenerates the series table in patches/README.md (series_table.py),
+Also regenerates the series table in the line's README.md (series_table.py),
 and, on a line made by `make rebase`, keeps its carried.toml in step
 (carried.follow_export: patches renamed, written in the line, taken out).
 """

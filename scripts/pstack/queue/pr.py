@@ -93,8 +93,9 @@ def _load(layout: Line, src: VllmSrc, pin: BasePin) -> list[SeriesPatch]:
     commits = src.series_commits(pin)
     if len(commits) != len(names):
         raise UserError(
-            f"branch {SERIES} has {len(commits)} commits, patches/series "
-            f"{len(names)}", "run `make apply` (or `make export`) first")
+            f"branch {SERIES} has {len(commits)} commits, "
+            f"{layout.folder}/series {len(names)}",
+            "run `make apply` (or `make export`) first")
     return [
         SeriesPatch(number,
                     name,

@@ -98,7 +98,7 @@ def _prepare(layout: Line, line: Line, work: Line) -> None:
     src = VllmSrc(line.src)
     if src.exists() and line.base_file.exists():
         # Nothing of the line's own is lost: vllm-src-<version> holds
-        # nothing that patches-<version> does not.
+        # nothing that lines/<version>/ does not.
         ensure_safe_to_reset(line, line.pin)
     elif src.exists():
         src.refuse_operation_in_progress()
@@ -113,7 +113,7 @@ def _prepare(layout: Line, line: Line, work: Line) -> None:
     progress(f"carrying {layout.folder}/ in {work.root}, rebased in "
              f"{line.src}")
     # Checked above against the line itself: what vllm-src-<version> has
-    # beyond the copy is the line's, already in patches-<version>.
+    # beyond the copy is the line's, already in lines/<version>/.
     apply(work, force=True)
 
 

@@ -284,7 +284,8 @@ def start(layout: Line,
     if len(commits) != len(names):
         raise UserError(
             f"branch {SERIES} has {len(commits)} commits on {pin.tag} but "
-            f"patches/series lists {len(names)}", "run `make apply` first")
+            f"{layout.folder}/series lists {len(names)}",
+            "run `make apply` first")
     old_tip = src.rev(SERIES)
     backup = f"backup/{SERIES}-{pin.tag}"
     src.git("branch", "-f", backup, old_tip)
@@ -473,8 +474,9 @@ def abort(layout: Line) -> None:
     src.git("tag", "-d", state.new_pin.tag, check=False)
     if layout.pin != state.old_pin:
         state.old_pin.dump(layout.base_file)
-        print("note: patches/base.toml restored; if patches/ was re-exported "
-              "already, `git checkout -- patches/` restores it too")
+        print(f"note: {layout.folder}/base.toml restored; if "
+              f"{layout.folder}/ was re-exported already, `git checkout -- "
+              f"{layout.folder}/` restores it too")
     RebaseState.clear(src)
     progress(f"rebase onto {state.new_pin.tag} aborted: series, upstream and "
              f"the pin are back on {state.old_pin.tag}")

@@ -1,4 +1,4 @@
-"""README.md of a line's patches folder (patches/, patches-<version>/): a
+"""README.md of a line's folder (lines/<version>/): a
 head written by hand, then the table of the series, generated from the
 folder alone: number (linked to the patch file), subject, the first
 sentence of the patch's message and its Upstream-Status.
@@ -7,8 +7,8 @@ sentence of the patch's message and its Upstream-Status.
 it cannot drift from the patches, and writes the file with DEFAULT_HEAD
 when the folder has none; `make check-series` fails while the committed
 file is stale. The file is a function of the folder's base.toml, series,
-patch files and head: `make rebase` copies patches/ with its README.md and
-exports the copy, so every line gets the default line's head.
+patch files and head: `make rebase` copies the line's folder with its
+README.md and exports the copy, so every line gets the oldest line's head.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def render_readme(layout: Line, text: str | None) -> str:
 
 
 def update_series_table(layout: Line) -> bool:
-    """Write the line's patches/README.md; True if it changed."""
+    """Write the line's README.md; True if it changed."""
     path = readme(layout)
     text = path.read_text() if path.exists() else None
     new = render_readme(layout, text)
