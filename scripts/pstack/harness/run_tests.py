@@ -276,8 +276,11 @@ def test_env_in(python: Path) -> dict[str, str]:
                               **os.environ, "PYTHONPATH": str(REPO / "scripts")
                           },
                           stdout=subprocess.PIPE,
-                          text=True,
-                          check=True)
+                          text=True)
+    if proc.returncode != 0:
+        raise UserError(
+            f"{python} could not write the local models and hub stand-ins "
+            "(its error above)", "fix the cause, then `make test` again")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
