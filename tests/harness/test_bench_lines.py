@@ -22,6 +22,7 @@ def test_a_line_with_upstreams_offloading_benchmarks_the_cpu_platform(
         tmp_path):
     assert bench.benchmarks_for(_line(tmp_path, "0.32.0")) == {
         "transfer": bench.host_transfer,
+        "fs-tier": bench.fs_tier,
         "ttft": bench.tier_ttft,
         "serving": bench.serving_upstream,
     }
@@ -34,4 +35,4 @@ def test_a_benchmark_the_line_lacks_is_named(tmp_path):
                        match="unknown benchmark 'engine-throughput' for "
                        "line 0.32.0") as err:
         bench.run(args, _line(tmp_path, "0.32.0"))
-    assert "B=<one of transfer, ttft, serving>" in err.value.hint
+    assert "B=<one of transfer, fs-tier, ttft, serving>" in err.value.hint

@@ -13,9 +13,9 @@ import argparse
 
 from ...core.errors import UserError
 from ...core.line import UPSTREAM, Line
-from . import (block_hashing, cross_layer, engine_throughput, host_transfer,
-               offload_manager, serving, serving_upstream, step_overhead,
-               tier_ttft, transfer)
+from . import (block_hashing, cross_layer, engine_throughput, fs_tier,
+               host_transfer, offload_manager, serving, serving_upstream,
+               step_overhead, tier_ttft, transfer)
 
 # Name (B=) -> module, in the order `make bench` runs them.
 BENCHMARKS = {
@@ -33,6 +33,7 @@ BENCHMARKS = {
 # benchmarks measure that.
 UPSTREAM_OFFLOADING_BENCHMARKS = {
     "transfer": host_transfer,
+    "fs-tier": fs_tier,
     "ttft": tier_ttft,
     # TTFT again (for its chart), then the serving workloads.
     "serving": serving_upstream,
