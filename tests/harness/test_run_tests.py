@@ -19,12 +19,18 @@ from pstack.harness.run_tests import (finish, pytest_batches,
 
 def test_files_with_in_process_engines_run_in_a_process_of_their_own(tmp_path):
     files = {
-        "tests/test_unit.py": "def test_a():\n    pass\n",
-        "tests/test_engine.py": "llm = LLM(model=MODEL)\n",
-        "tests/test_env.py": 'setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")\n',
+        "tests/test_unit.py":
+        "def test_a():\n    pass\n",
+        "tests/test_engine.py":
+        "llm = LLM(model=MODEL)\n",
+        "tests/test_env.py":
+        'setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")\n',
         "tests/test_helpers_of_another.py":
         "from .test_engine import make_llm\n",
-        "tests/test_other_unit.py": "from vllm import LLM  # a type only\n",
+        "tests/test_other_unit.py":
+        "from vllm import LLM  # a type only\n",
+        "tests/test_fixture.py":
+        'pytestmark = pytest.mark.usefixtures("in_process_engine")\n',
     }
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -34,6 +40,7 @@ def test_files_with_in_process_engines_run_in_a_process_of_their_own(tmp_path):
         ["tests/test_engine.py"],
         ["tests/test_env.py"],
         ["tests/test_helpers_of_another.py"],
+        ["tests/test_fixture.py"],
     ]
 
 
