@@ -31,6 +31,7 @@ import time
 from types import SimpleNamespace
 
 import numpy as np
+from measure_tier_ttft import drop_page_cache
 from vllm.v1.kv_offload.base import OffloadingKVEventsConfig, make_offload_key
 from vllm.v1.kv_offload.config import (OffloadingCacheConfig, OffloadingConfig,
                                        OffloadingModelConfig,
@@ -70,17 +71,6 @@ def _spec() -> SimpleNamespace:
                            kv_events_config=OffloadingKVEventsConfig(
                                enable_kv_cache_events=False,
                                self_describing_kv_events=False))
-
-
-def drop_page_cache() -> bool:
-    """Write back and drop the page cache; False where not allowed."""
-    os.sync()
-    try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
-        return True
-    except OSError:
-        return False
 
 
 def _aligned_buffer(num_bytes: int) -> np.ndarray:
