@@ -25,6 +25,7 @@ def test_a_line_with_upstreams_offloading_benchmarks_the_cpu_platform(
         "fs-tier": bench.fs_tier,
         "ttft": bench.tier_ttft,
         "serving": bench.serving_upstream,
+        "fleet": bench.fleet,
     }
     assert bench.benchmarks_for(_line(tmp_path, "0.10.2")) is bench.BENCHMARKS
 
@@ -35,4 +36,5 @@ def test_a_benchmark_the_line_lacks_is_named(tmp_path):
                        match="unknown benchmark 'engine-throughput' for "
                        "line 0.32.0") as err:
         bench.run(args, _line(tmp_path, "0.32.0"))
-    assert "B=<one of transfer, fs-tier, ttft, serving>" in err.value.hint
+    assert ("B=<one of transfer, fs-tier, ttft, serving, fleet>"
+            in err.value.hint)

@@ -13,7 +13,7 @@ import argparse
 
 from ...core.errors import UserError
 from ...core.line import UPSTREAM, Line
-from . import (block_hashing, cross_layer, engine_throughput, fs_tier,
+from . import (block_hashing, cross_layer, engine_throughput, fleet, fs_tier,
                host_transfer, offload_manager, serving, serving_upstream,
                step_overhead, tier_ttft, transfer)
 
@@ -37,6 +37,8 @@ UPSTREAM_OFFLOADING_BENCHMARKS = {
     "ttft": tier_ttft,
     # TTFT again (for its chart), then the serving workloads.
     "serving": serving_upstream,
+    # Three servers sharing an fs tier root against three with CPU tiers.
+    "fleet": fleet,
 }
 
 

@@ -48,3 +48,29 @@ def write_ttft_chart(
     # No timestamp in the file: the same figures give the same bytes.
     fig.savefig(path, metadata={"Software": None})
     plt.close(fig)
+
+
+def write_fleet_chart(rows: list[dict], title: str, path: Path) -> None:
+    """Two panels, one bar per fleet: output throughput, and the median time
+    to first token (rows: fleet.py's, with "fleet", "output_throughput" and
+    "ttft_p50_s")."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colors = ("#c44e52", "#8172b2")
+    fig, axes = plt.subplots(1, 2, figsize=(7, 3.5), dpi=100)
+    panels = (("output_throughput", "output tokens/s", "%.1f"),
+              ("ttft_p50_s", "time to first token, p50 (s)", "%.2f"))
+    for ax, (key, label, fmt) in zip(axes, panels):
+        bars = ax.bar([r["fleet"] for r in rows], [r[key] for r in rows],
+                      color=colors[:len(rows)])
+        ax.bar_label(bars, fmt=fmt, fontsize=8, padding=1)
+        ax.set_ylabel(label)
+        ax.spines[["top", "right"]].set_visible(False)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # No timestamp in the file: the same figures give the same bytes.
+    fig.savefig(path, metadata={"Software": None})
+    plt.close(fig)

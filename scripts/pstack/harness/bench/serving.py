@@ -133,7 +133,7 @@ WORDS = [
 ]
 
 
-def _text(rng: random.Random, num_words: int) -> str:
+def random_text(rng: random.Random, num_words: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(num_words))
 
 
@@ -141,9 +141,11 @@ def write_workloads(out: Path) -> dict[str, list[Path]]:
     """The workloads as benchmark_serving custom datasets (JSONL): one file
     for "reuse", one per round for "no reuse"."""
     rng = random.Random(0)
-    documents = [_text(rng, DOCUMENT_WORDS) for _ in range(NUM_DOCUMENTS)]
+    documents = [
+        random_text(rng, DOCUMENT_WORDS) for _ in range(NUM_DOCUMENTS)
+    ]
     reuse = [
-        f"{doc}\nQuestion {q}: {_text(rng, 8)}?" for doc in documents
+        f"{doc}\nQuestion {q}: {random_text(rng, 8)}?" for doc in documents
         for q in range(QUESTIONS_PER_DOCUMENT)
     ]
     paths: dict[str, list[Path]] = {
@@ -152,8 +154,8 @@ def write_workloads(out: Path) -> dict[str, list[Path]]:
     }
     for round_number in range(NO_REUSE_ROUNDS):
         unique = [
-            f"{_text(rng, DOCUMENT_WORDS)}\nQuestion 0: {_text(rng, 8)}?"
-            for _ in reuse
+            f"{random_text(rng, DOCUMENT_WORDS)}\nQuestion 0: "
+            f"{random_text(rng, 8)}?" for _ in reuse
         ]
         paths["no reuse"].append(
             _write(out / f"no-reuse-{round_number}.jsonl", unique))
@@ -175,6 +177,40 @@ def _free_port() -> int:
 def served(setup: Setup, model: str, env: dict[str, str], log: Path,
            kv_transfer_config: dict | None) -> Iterator[str]:
     """`vllm serve model` for the duration of the block; yields its URL."""
+    with served_together(setup, model, env, [log],
+                         kv_transfer_config) as (url, ):
+        yield url
+
+
+@contextmanager
+def served_together(setup: Setup, model: str, env: dict[str,
+                                                        str], logs: list[Path],
+                    kv_transfer_config: dict | None) -> Iterator[list[str]]:
+    """One `vllm serve model` per log file, started at once, for the
+    duration of the block; yields their URLs."""
+    started: list[subprocess.Popen] = []
+    try:
+        urls = [
+            _start(setup, model, env, log, kv_transfer_config, started)
+            for log in logs
+        ]
+        for proc, url, log in zip(started, urls, logs):
+            _wait_until_up(proc, url, log)
+        yield urls
+    finally:
+        for proc in started:
+            proc.terminate()
+        for proc in started:
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def _start(setup: Setup, model: str, env: dict[str, str], log: Path,
+           kv_transfer_config: dict | None,
+           started: list[subprocess.Popen]) -> str:
+    """Start `vllm serve model` (appended to `started`); its URL."""
     port = _free_port()
     args = [
         sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", model,
@@ -187,21 +223,13 @@ def served(setup: Setup, model: str, env: dict[str, str], log: Path,
     ]
     if kv_transfer_config is not None:
         args += ["--kv-transfer-config", json.dumps(kv_transfer_config)]
-    url = f"http://127.0.0.1:{port}"
     with open(log, "wb") as out:
-        proc = subprocess.Popen(args,
-                                env=env,
-                                stdout=out,
-                                stderr=subprocess.STDOUT)
-    try:
-        _wait_until_up(proc, url, log)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        started.append(
+            subprocess.Popen(args,
+                             env=env,
+                             stdout=out,
+                             stderr=subprocess.STDOUT))
+    return f"http://127.0.0.1:{port}"
 
 
 def _wait_until_up(proc: subprocess.Popen, url: str, log: Path) -> None:
@@ -223,10 +251,11 @@ def _wait_until_up(proc: subprocess.Popen, url: str, log: Path) -> None:
 def _tier_counters(setup: Setup, url: str) -> tuple[float, float]:
     """(tokens hit, tokens looked up) in the server's CPU tier so far."""
     hits, lookups = setup.hit_metrics
-    return _metric(url, hits), _metric(url, lookups)
+    return metric_total(url, hits), metric_total(url, lookups)
 
 
-def _metric(url: str, name: str) -> float:
+def metric_total(url: str, name: str) -> float:
+    """The sum of a metric's samples in a server's /metrics."""
     with urllib.request.urlopen(f"{url}/metrics", timeout=30) as response:
         text = response.read().decode()
     return sum(
