@@ -110,12 +110,12 @@ def run_fleet(layout: Line, model: str, fleet: str, round_number: int,
         # The first requests of a server pay for one-time setup.
         warm_up = [f"warm up {i}" for i in range(NUM_SERVERS)]
         round_robin.run(urls, model, warm_up, 1, NUM_SERVERS)
-        before = [_tier_counters(url) for url in urls]
+        before = [serving.tier_counters(setup, url) for url in urls]
         progress(f"fleet: round {round_number + 1}/{ROUNDS}, {fleet}: "
                  f"{len(workload)} prompts")
         result = round_robin.run(urls, model, workload, OUTPUT_TOKENS,
                                  NUM_CLIENTS)
-        after = [_tier_counters(url) for url in urls]
+        after = [serving.tier_counters(setup, url) for url in urls]
     hits = sum(a[0] - b[0] for a, b in zip(after, before))
     lookups = sum(a[1] - b[1] for a, b in zip(after, before))
     return {
@@ -127,12 +127,6 @@ def run_fleet(layout: Line, model: str, fleet: str, round_number: int,
         "duration_s": result.duration_s,
         "hit_rate": hits / lookups if lookups else 0.0,
     }
-
-
-def _tier_counters(url: str) -> tuple[float, float]:
-    """(prompt tokens served by the tiers, prompt tokens looked up)."""
-    hits, lookups = serving.UPSTREAM_OFFLOADING.hit_metrics
-    return serving.metric_total(url, hits), serving.metric_total(url, lookups)
 
 
 def median_round(rows: list[dict], fleet: str) -> dict:

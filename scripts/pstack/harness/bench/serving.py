@@ -248,14 +248,13 @@ def _wait_until_up(proc: subprocess.Popen, url: str, log: Path) -> None:
             time.sleep(1)
 
 
-def _tier_counters(setup: Setup, url: str) -> tuple[float, float]:
+def tier_counters(setup: Setup, url: str) -> tuple[float, float]:
     """(tokens hit, tokens looked up) in the server's CPU tier so far."""
     hits, lookups = setup.hit_metrics
-    return metric_total(url, hits), metric_total(url, lookups)
+    return _metric(url, hits), _metric(url, lookups)
 
 
-def metric_total(url: str, name: str) -> float:
-    """The sum of a metric's samples in a server's /metrics."""
+def _metric(url: str, name: str) -> float:
     with urllib.request.urlopen(f"{url}/metrics", timeout=30) as response:
         text = response.read().decode()
     return sum(
@@ -406,11 +405,11 @@ def benchmark_with_hit_rate(layout: Line, setup: Setup, url: str, model: str,
                             result: Path) -> dict:
     """benchmark_serving.py's result, with the server's CPU-tier hit rate
     during the run (None: no lookups)."""
-    before = _tier_counters(setup, url)
+    before = tier_counters(setup, url)
     data = run_benchmark(layout, setup, url, model, dataset, env, result)
     hits, lookups = (
         after - first
-        for after, first in zip(_tier_counters(setup, url), before))
+        for after, first in zip(tier_counters(setup, url), before))
     data["hit_rate"] = hits / lookups if lookups else None
     return data
 
