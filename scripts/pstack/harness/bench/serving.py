@@ -189,11 +189,12 @@ def served_together(setup: Setup, model: str, env: dict[str,
     """One `vllm serve model` per log file, started at once, for the
     duration of the block; yields their URLs."""
     started: list[subprocess.Popen] = []
+    urls: list[str] = []
     try:
-        urls = [
-            _start(setup, model, env, log, kv_transfer_config, started)
-            for log in logs
-        ]
+        for log in logs:
+            proc, url = _start(setup, model, env, log, kv_transfer_config)
+            started.append(proc)
+            urls.append(url)
         for proc, url, log in zip(started, urls, logs):
             _wait_until_up(proc, url, log)
         yield urls
@@ -208,9 +209,8 @@ def served_together(setup: Setup, model: str, env: dict[str,
 
 
 def _start(setup: Setup, model: str, env: dict[str, str], log: Path,
-           kv_transfer_config: dict | None,
-           started: list[subprocess.Popen]) -> str:
-    """Start `vllm serve model` (appended to `started`); its URL."""
+           kv_transfer_config: dict | None) -> tuple[subprocess.Popen, str]:
+    """Start `vllm serve model`: its process and URL."""
     port = _free_port()
     args = [
         sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", model,
@@ -224,12 +224,11 @@ def _start(setup: Setup, model: str, env: dict[str, str], log: Path,
     if kv_transfer_config is not None:
         args += ["--kv-transfer-config", json.dumps(kv_transfer_config)]
     with open(log, "wb") as out:
-        started.append(
-            subprocess.Popen(args,
-                             env=env,
-                             stdout=out,
-                             stderr=subprocess.STDOUT))
-    return f"http://127.0.0.1:{port}"
+        proc = subprocess.Popen(args,
+                                env=env,
+                                stdout=out,
+                                stderr=subprocess.STDOUT)
+    return proc, f"http://127.0.0.1:{port}"
 
 
 def _wait_until_up(proc: subprocess.Popen, url: str, log: Path) -> None:
