@@ -75,9 +75,10 @@ def run(args: argparse.Namespace, layout: Line) -> int:
 
 # The files of the test setup and of this tool that decide a check's
 # outcome: a change to one checks every prefix again.
-ENV_INPUTS = (DESELECT_FILE, HERE / "check_bisect.py",
-              Path(core_lint.__file__), HERE / "testenv.py",
-              HERE / "hub_standins.py", HERE / "tiny_models.py")
+ENV_INPUTS = (DESELECT_FILE, Path(core_lint.__file__),
+              *(HERE / name for name in ("check_bisect.py", "testenv.py",
+                                         "hub_standins.py", "tiny_models.py",
+                                         "counting_model.py")))
 
 
 def env_key() -> str:

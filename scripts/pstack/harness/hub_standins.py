@@ -8,7 +8,10 @@ HF_HUB_CACHE at it when running those tests. Each config has the
 architecture sizes the real repo publishes, so size-dependent assertions (KV
 cache memory, max model length) check the same numbers as upstream CI. Code
 that only needs *a* tokenizer (the scheduler's structured-output manager)
-gets a small locally trained one.
+gets a small locally trained one. The one repo whose weights tests need,
+meta-llama/Llama-3.2-1B-Instruct for upstream's offloading engine tests, is
+a model trained here to count (`counting_model.py`), written into the same
+cache by `write_repo`.
 
 One cache serves every line of the checkout, and each line writes it from
 its own venv (`test_env()` runs in the line's Python, the lines' parts of
@@ -130,8 +133,8 @@ def write_standins(root: Path | None = None) -> Path:
     root = root or hub_cache()
     tokenizer_json = bpe_tokenizer(TOKENIZER_VOCAB).to_str(pretty=True)
     for repo_id in STANDINS:
-        _write_repo(root / ("models--" + repo_id.replace("/", "--")), repo_id,
-                    repo_files(repo_id, tokenizer_json))
+        write_repo(root / ("models--" + repo_id.replace("/", "--")), repo_id,
+                   repo_files(repo_id, tokenizer_json))
     return root
 
 
@@ -208,19 +211,25 @@ def _json(obj: dict) -> str:
     return json.dumps(obj, indent=2, sort_keys=True) + "\n"
 
 
-def _write_repo(repo: Path, repo_id: str, files: dict[str, str]) -> None:
-    """Make `files` the repo's main snapshot: written in a scratch dir and
-    renamed into place unless a snapshot of the same content exists, then
-    refs/main replaced to name it."""
+def write_repo(repo: Path, repo_id: str, files: dict[str,
+                                                     str | bytes]) -> None:
+    """Make `files` (text, or bytes such as weights) the repo's main
+    snapshot: written in a scratch dir and renamed into place unless a
+    snapshot of the same content exists, then refs/main replaced to name
+    it."""
+    contents = {
+        name: data.encode() if isinstance(data, str) else data
+        for name, data in files.items()
+    }
     digest = hashlib.sha1(repo_id.encode())
-    for name in sorted(files):
-        digest.update(name.encode() + files[name].encode())
+    for name in sorted(contents):
+        digest.update(name.encode() + contents[name])
     snapshot = repo / "snapshots" / digest.hexdigest()
     if not snapshot.exists():
         snapshot.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=repo))
-        for name, text in files.items():
-            (tmp / name).write_text(text, encoding="utf-8")
+        for name, data in contents.items():
+            (tmp / name).write_bytes(data)
         tmp.chmod(0o755)
         try:
             tmp.rename(snapshot)

@@ -34,19 +34,22 @@ ENGINE_ENV = {
 def test_env() -> dict[str, str]:
     """Offline switches, local models, and the hub stand-ins for vLLM's
     tests."""
+    from . import counting_model
     from .hub_standins import write_standins
     from .tiny_models import generate
+
+    # vLLM's own unit tests name hub repos only to read their configs,
+    # except upstream's offloading engine tests, which need a model that
+    # counts.
+    hub_cache = write_standins()
+    counting_model.write_standin(hub_cache)
     return {
         **OFFLINE_ENV,
-        # vLLM's own unit tests name hub repos only to read their configs.
-        "HF_HUB_CACHE":
-        str(write_standins()),
+        "HF_HUB_CACHE": str(hub_cache),
         # Engine tests in the series default to an upstream model and take
         # a local one from here.
-        "VLLM_TEST_TINY_LLAMA":
-        str(generate("tiny-llama")),
-        "VLLM_TEST_TINY_LLAMA_GQA":
-        str(generate("tiny-llama-gqa")),
+        "VLLM_TEST_TINY_LLAMA": str(generate("tiny-llama")),
+        "VLLM_TEST_TINY_LLAMA_GQA": str(generate("tiny-llama-gqa")),
     }
 
 
