@@ -84,8 +84,8 @@ def model_dir() -> Path:
 
 
 def generate() -> Path:
-    """Return the trained model's directory, training it first (about a
-    minute and a half on 2 cores) if no process has."""
+    """Return the trained model's directory, training it first (about two
+    minutes on 2 cores) if no process has."""
     dest = model_dir()
     if dest.is_dir():
         return dest
