@@ -36,8 +36,8 @@ from pathlib import Path
 from ..core.errors import progress
 from ..core.line import cache_dir
 from .hub_standins import write_repo
-from .tiny_models import (ADDED_TOKEN_FIELDS, BOS_TOKEN_ID, EOS_TOKEN_ID,
-                          SPECIAL_TOKENS, ModelSpec, model_config)
+from .tiny_models import (BOS_TOKEN_ID, EOS_TOKEN_ID, SPECIAL_TOKENS,
+                          ModelSpec, files_of_tokenizer, model_config)
 
 REPO_ID = "meta-llama/Llama-3.2-1B-Instruct"
 RECIPE_VERSION = 1  # bump when the training below changes
@@ -185,34 +185,19 @@ def _write_model(out: Path) -> None:
         for name, tensor in model.state_dict().items()
     }
     save_file(tensors, out / "model.safetensors", metadata={"format": "pt"})
-    tokenizer_json = tok.to_str(pretty=True)
-    added = {
-        str(token["id"]): {
-            field: token[field]
-            for field in ADDED_TOKEN_FIELDS
-        }
-        for token in json.loads(tokenizer_json)["added_tokens"]
-    }
-    tokenizer_config = dict(tokenizer_class="PreTrainedTokenizerFast",
-                            added_tokens_decoder=added,
-                            clean_up_tokenization_spaces=False,
-                            model_max_length=SPEC.max_position_embeddings,
-                            **SPECIAL_TOKENS)
     config = dict(model_config(SPEC), torch_dtype="float32")
     files = {
         "config.json":
         config,
         "generation_config.json":
         dict(bos_token_id=BOS_TOKEN_ID, eos_token_id=EOS_TOKEN_ID),
-        "tokenizer_config.json":
-        tokenizer_config,
-        "special_tokens_map.json":
-        SPECIAL_TOKENS,
     }
     for name, obj in files.items():
         (out / name).write_text(json.dumps(obj, indent=2, sort_keys=True) +
                                 "\n",
                                 encoding="utf-8")
-    (out / "tokenizer.json").write_text(tokenizer_json, encoding="utf-8")
+    for name, text in files_of_tokenizer(tok,
+                                         SPEC.max_position_embeddings).items():
+        (out / name).write_text(text, encoding="utf-8")
     for f in out.iterdir():
         f.chmod(0o644)

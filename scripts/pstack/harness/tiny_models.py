@@ -294,11 +294,16 @@ def bpe_tokenizer(vocab_size: int):
 
 def tokenizer_files(vocab_size: int,
                     model_max_length: int = 8192) -> dict[str, str]:
-    """A tokenizer's files, name -> text: `bpe_tokenizer(vocab_size)` as
-    tokenizer.json, and what transformers' `PreTrainedTokenizerFast` reads
-    beside it (tokenizer_config.json, special_tokens_map.json), written
-    here as transformers 4.x writes them; 5.x reads them alike."""
-    tokenizer_json = bpe_tokenizer(vocab_size).to_str(pretty=True)
+    """`files_of_tokenizer` of `bpe_tokenizer(vocab_size)`."""
+    return files_of_tokenizer(bpe_tokenizer(vocab_size), model_max_length)
+
+
+def files_of_tokenizer(tokenizer, model_max_length: int) -> dict[str, str]:
+    """A `tokenizers.Tokenizer`'s files, name -> text: tokenizer.json, and
+    what transformers' `PreTrainedTokenizerFast` reads beside it
+    (tokenizer_config.json, special_tokens_map.json), written here as
+    transformers 4.x writes them; 5.x reads them alike."""
+    tokenizer_json = tokenizer.to_str(pretty=True)
     added = {
         str(token["id"]): {
             field: token[field]
