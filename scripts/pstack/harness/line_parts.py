@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..core.download import fetch_cpu_wheel, fetch_sdist, fetch_wheel
 from ..core.errors import UserError, progress
-from ..core.line import REPO, Line
+from ..core.line import REPO, Line, has_cpu_runtime
 from ..install.setup_env import setup
 from ..queue.sync import sync
 from .junit import Counts
@@ -37,15 +37,18 @@ def lines_checked_at_tip(layout: Line) -> list[Line]:
 
 
 def checked_at_tip(line: Line) -> bool:
-    """Whether `make test` runs the line's tests at its tip: the oldest
-    line (the whole series, sent upstream patch by patch) and the newest
-    (the line users run, and the residue sent upstream as PRs). A line in
-    between is the oldest line carried, reproduced byte for byte by `make
-    rebase` from its records and tested on demand (`make test
+    """Whether `make test` checks the line at its tip: the oldest line (the
+    whole series, sent upstream patch by patch), the newest one with a CPU
+    runtime (the line users run), and each line without one (the newest
+    release carried, and sent upstream as PRs: its series is checked, not
+    run). A line in between is the oldest line carried, reproduced byte for
+    byte by `make rebase` from its records and tested on demand (`make test
     LINE=<version>`): each of its patches is tested on the oldest line, its
     conflicts' resolutions on the newest one (docs/testing.md)."""
-    lines = line.lines()
-    return line.version in (lines[0].version, lines[-1].version)
+    if not has_cpu_runtime(line):
+        return True
+    runs = [other for other in line.lines() if has_cpu_runtime(other)]
+    return line.version in (runs[0].version, runs[-1].version)
 
 
 def prepare_line(line: Line) -> bool:
@@ -57,7 +60,8 @@ def prepare_line(line: Line) -> bool:
     progress(f"line {line.version}: setting it up")
     try:
         fetch_sdist(pin, line.cache)
-        fetch_wheel(pin, line.cache)
+        if has_cpu_runtime(line):  # the project's tests build its wheels
+            fetch_wheel(pin, line.cache)
         if pin.cpu_wheel:
             fetch_cpu_wheel(pin, line.cache)
         sync(line)

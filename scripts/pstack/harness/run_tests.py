@@ -10,7 +10,9 @@ offline switches set (`make test LINE=<version>` runs only that part, in
 this process). The project's tests (tests/, the lm-eval gate among them)
 run in the oldest line's venv, whose vLLM has the series' own connector;
 each line's part runs alongside them from the start. A line in between is
-left to `make test LINE=<version>`.
+left to `make test LINE=<version>`. A line newer than the newest one with a
+CPU runtime (vLLM published no CPU build of its release) has its series
+checked, not run (carried_checks.py), and says so in one line.
 
 A line whose series changes upstream's code rather than adding its own
 also runs upstream's tests of that code (ci/vllm-suites-<version>.txt).
@@ -38,9 +40,10 @@ import time
 from pathlib import Path
 
 from ..core.errors import UserError, progress
-from ..core.line import REPO, Line
+from ..core.line import NO_RUNTIME, REPO, Line
 from ..core.lint import lint, linters_for
 from ..core.vllm_src import SERIES, VllmSrc
+from .carried_checks import check_carried
 from .check_bisect import check_bisect, print_report
 from .junit import Counts, junit_by_file, junit_counts
 from .line_parts import (checked_at_tip, finish_line_part,
@@ -239,7 +242,11 @@ def lm_eval_gate(layout: Line) -> Counts:
 
 def run_line(layout: Line) -> Counts:
     """A line's own part of the run, in its venv (this process): its vLLM
-    tests at the tip, the lm-eval gate, check-bisect if it bisects."""
+    tests at the tip, the lm-eval gate, check-bisect if it bisects; for a
+    line without a CPU runtime, the checks of its series that need none
+    (carried_checks.py)."""
+    if layout.runtime == NO_RUNTIME:
+        return check_carried(layout)
     env = test_env()
     with tempfile.TemporaryDirectory() as tmp:
         total, tip_results = vllm_tests_at_tip(layout, Path(tmp), env)

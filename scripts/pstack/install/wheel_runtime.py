@@ -115,10 +115,11 @@ def ruff_version(pre_commit_config: str) -> str | None:
     return found.group(1) if found else None
 
 
-def lint_tools(pre_commit_config: str) -> list[str]:
+def lint_tools(pre_commit_config: str,
+               leave_out: tuple[str, ...] = RUNTIME_OWNED) -> list[str]:
     """Requirements for the offline linters of a .pre-commit-config.yaml
     besides ruff: typos at its hook's rev, mypy and the packages its hook
-    adds (but those the runtime owns).
+    adds (but `leave_out`: by default those the runtime owns).
 
     >>> lint_tools("- repo: https://github.com/crate-ci/typos\\n"
     ...            "  rev: v1.43.5\\n  - id: mypy\\n    entry: x\\n"
@@ -138,8 +139,7 @@ def lint_tools(pre_commit_config: str) -> list[str]:
     if dependencies:
         for item in dependencies.group(1).split(","):
             requirement = item.strip().strip("'\"")
-            name = re.split(r"[=<>!~\[ ]", requirement, maxsplit=1)[0]
-            if requirement and _normalized(name) not in RUNTIME_OWNED:
+            if requirement and requirement_name(requirement) not in leave_out:
                 tools.append(requirement)
     return tools
 
@@ -153,10 +153,19 @@ def locked_versions(lock: str) -> dict[str, str]:
     ...                 "torch==2.13.0+cpu\\n-e .\\n")
     {'lm-eval': '0.4.12', 'torch': '2.13.0+cpu'}
     """
-    return {_normalized(m.group(1)): m.group(2) for m in LOCKED.finditer(lock)}
+    return {normalized(m.group(1)): m.group(2) for m in LOCKED.finditer(lock)}
 
 
-def _normalized(name: str) -> str:
+def requirement_name(requirement: str) -> str:
+    """The normalized name of the package a requirement asks for.
+
+    >>> requirement_name("PyYAML>=6"), requirement_name("types-PyYAML")
+    ('pyyaml', 'types-pyyaml')
+    """
+    return normalized(re.split(r"[=<>!~\[ ;]", requirement, maxsplit=1)[0])
+
+
+def normalized(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
@@ -174,7 +183,7 @@ def line_test_tools(src: Path) -> list[str]:
             "the release locks its test environment elsewhere? point "
             "TEST_LOCK in scripts/pstack/install/setup_env.py at it")
     pins = locked_versions(lock.read_text())
-    missing = [name for name in TEST_TOOLS if _normalized(name) not in pins]
+    missing = [name for name in TEST_TOOLS if normalized(name) not in pins]
     if missing:
         raise UserError(
             f"{TEST_LOCK} of {src.name} pins no {', '.join(missing)}",
@@ -186,7 +195,7 @@ def line_test_tools(src: Path) -> list[str]:
         raise UserError(
             f"{config} names no ruff-pre-commit rev: the ruff the line lints "
             "with is unknown", "check the ruff hook of that file")
-    tools = [f"{name}=={pins[_normalized(name)]}" for name in TEST_TOOLS]
+    tools = [f"{name}=={pins[normalized(name)]}" for name in TEST_TOOLS]
     linters = [f"ruff=={ruff}", *lint_tools(config.read_text())]
     return [*tools, *linters, PACKER]
 

@@ -55,8 +55,9 @@ def run(args: argparse.Namespace, layout: Line) -> int:
         abort_carry(layout, args.version)
     else:
         named = bool(os.environ.get("PSTACK_LINE"))
-        carry(layout if named else recorded_source(layout, args.version),
-              args.version)
+        carry(
+            layout if named else recorded_source(layout.newest, args.version),
+            args.version)
     return 0
 
 
@@ -64,7 +65,8 @@ def recorded_source(layout: Line, version: str | None) -> Line:
     """The line to carry onto `version` when LINE= names none: the line the
     line on `version` records (carried_from) it was carried from, so that
     from a fresh clone `make rebase TO=<version>` makes the committed line
-    whichever line it came from; else `layout` (the newest line)."""
+    whichever line it came from; else `layout` (the newest line, runtime
+    or not)."""
     if version is None:
         return layout
     line = layout.line(version)

@@ -13,6 +13,7 @@ last version's folder: a table of every patch's fate at each step.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from ..core.errors import UserError
@@ -40,6 +41,8 @@ def run(args: argparse.Namespace, layout: Line) -> int:
             "which version? none given",
             "make rebase-report TO=0.10.0, or step by step: "
             "make rebase-report TO=\"0.10.0 0.10.1.1\"")
+    # The newest line (runtime or not) is the one carried next.
+    layout = layout if os.environ.get("PSTACK_LINE") else layout.newest
     scratch = args.scratch or layout.build / "rebase-report"
     if len(args.versions) == 1:
         report(layout, args.versions[0], scratch, layout.docs)

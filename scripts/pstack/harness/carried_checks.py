@@ -1,0 +1,86 @@
+"""`make test`'s part for a line without a CPU runtime (Line.runtime
+NO_RUNTIME, such as the 0.33.0 line while vLLM 0.33 has no CPU build here):
+its series is checked, not run.
+
+Each check counts as one test:
+  - check-series: the series applies to its release, re-exports byte for
+    byte, and every patch is upstream-shaped;
+  - the release's formatters (lint.py) on the Python files the series adds
+    or changes, at the line's tip;
+  - the release's offline pre-commit hooks (precommit.py) on those files,
+    as pre-commit sees the whole series being committed on the release,
+    in a scratch worktree (build/<version>/lint-tip): the checks `make pr`
+    runs on each PR, here on the series as one.
+
+Its vLLM tests, upstream's suites, the lm-eval gate and check-bisect need
+the runtime; `make test` says so in one line and leaves them out.
+"""
+
+from __future__ import annotations
+
+from ..core.errors import UserError, progress
+from ..core.line import Line
+from ..core.lint import LintResult, lint, linters_for
+from ..core.precommit import Tools, hooks_for, run_hook
+from ..core.vllm_src import SERIES, VllmSrc
+from ..queue.check_series import check_series
+from .junit import Counts
+
+
+def check_carried(layout: Line) -> Counts:
+    version = layout.version
+    progress(f"line {version}: no CPU runtime (vLLM {version} published no "
+             f"CPU wheel; docs/reports/{version}/line.md): its series is "
+             "checked (applies, re-exports, upstream-shaped, linted by "
+             "its release's hooks), not run")
+    counts = _check_series(layout)
+    for result in lint_series_at_tip(layout):
+        progress(f"{result.linter}: {result.summary}")
+        if not result.ok:
+            print(result.output.rstrip()[-3000:])
+        counts += Counts(passed=int(result.ok), failed=int(not result.ok))
+    return counts
+
+
+def _check_series(layout: Line) -> Counts:
+    try:
+        check_series(layout)
+    except UserError as e:
+        print(f"error: check-series: {e}")
+        return Counts(failed=1)
+    progress(f"check-series: {layout.folder} applies and re-exports byte "
+             "for byte; every patch is upstream-shaped")
+    return Counts(passed=1)
+
+
+def lint_series_at_tip(layout: Line) -> list[LintResult]:
+    """The release's formatters and offline hooks on the files the series
+    adds or changes, with the line's venv's tools."""
+    src = VllmSrc(layout.src)
+    tag = layout.pin.tag
+    changed = src.git("diff", "--name-only", "--diff-filter=AM", tag,
+                      SERIES).split()
+    tree = src.scratch_worktree(layout.build / "lint-tip", SERIES)
+    base = src.scratch_worktree(layout.build / "lint-base", tag).path
+    python = [f for f in changed if f.endswith(".py")]
+    results = [
+        lint(linter, python, tree.path) for linter in linters_for(tree.path)
+    ]
+    tools = Tools(layout.venv)
+    hooks = hooks_for(tree.path)
+    missing = tools.missing(hooks)
+    if missing:
+        raise UserError(
+            f"{layout.venv.name} lacks {', '.join(missing)}, which the "
+            f"pre-commit config of vLLM {layout.version} runs",
+            f"make setup LINE={layout.version}")
+    # As pre-commit sees the series being committed: HEAD at the release,
+    # the series staged (hooks that read `git diff --cached`); the scratch
+    # worktree goes back to the tip after.
+    tree.git("reset", "-q", "--soft", tag)
+    try:
+        return results + [
+            run_hook(h, tree.path, base, changed, tools) for h in hooks
+        ]
+    finally:
+        tree.git("reset", "-q", "--hard", SERIES)
