@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from conftest import AUTHOR, commit_project, git
 from pstack.core.lint import linters_for
-from pstack.harness.carried_checks import check_carried
+from pstack.harness.carried_checks import check_series_and_lint
 from pstack.harness.junit import Counts
 from pstack.queue.apply import apply
 from pstack.queue.export import export
@@ -32,15 +32,15 @@ def add_module(stack, text: str) -> None:
 
 def test_a_tidy_carried_series_passes_every_check(stack, capsys):
     add_module(stack, TIDY)
-    counts = check_carried(stack)
+    counts = check_series_and_lint(stack)
     linters = len(linters_for(stack.src))
     assert counts == Counts(passed=1 + linters)
-    assert "not run" in capsys.readouterr().out
+    assert "check-series: lines/0.0.1 applies" in capsys.readouterr().out
 
 
 def test_an_untidy_file_of_the_series_fails_the_linters(stack):
     add_module(stack, UNTIDY)
-    counts = check_carried(stack)
+    counts = check_series_and_lint(stack)
     assert counts.failed >= 1 and counts.passed >= 1  # check-series passes
 
 
@@ -49,6 +49,6 @@ def test_a_series_that_does_not_re_export_fails_check_series(stack, capsys):
     patch = next(stack.patches.glob("*.patch"))
     patch.write_text(patch.read_text().replace("Why: the test", "Why: a"))
     commit_project(stack)
-    counts = check_carried(stack)
+    counts = check_series_and_lint(stack)
     assert counts.failed == 1
     assert "error: check-series" in capsys.readouterr().out

@@ -25,14 +25,25 @@ from ..core.precommit import Tools, hooks_for, run_hook
 from ..core.vllm_src import SERIES, VllmSrc
 from ..queue.check_series import check_series
 from .junit import Counts
+from .line_parts import prepare_line
 
 
 def check_carried(layout: Line) -> Counts:
+    """The line set up (its tree, and its venv of linters) and checked: its
+    part of `make test`, run beside the others from the start (it needs
+    nothing they make)."""
     version = layout.version
     progress(f"line {version}: no CPU runtime (vLLM {version} published no "
              f"CPU wheel; docs/reports/{version}/line.md): its series is "
              "checked (applies, re-exports, upstream-shaped, linted by "
              "its release's hooks), not run")
+    if not prepare_line(layout):
+        return Counts(failed=1)
+    return check_series_and_lint(layout)
+
+
+def check_series_and_lint(layout: Line) -> Counts:
+    """check-series, then each linter and hook at the tip: one test each."""
     counts = _check_series(layout)
     for result in lint_series_at_tip(layout):
         progress(f"{result.linter}: {result.summary}")
@@ -55,7 +66,7 @@ def _check_series(layout: Line) -> Counts:
 
 def lint_series_at_tip(layout: Line) -> list[LintResult]:
     """The release's formatters and offline hooks on the files the series
-    adds or changes, with the line's venv's tools."""
+    adds or changes, with the tools of the line's venv."""
     src = VllmSrc(layout.src)
     tag = layout.pin.tag
     changed = src.git("diff", "--name-only", "--diff-filter=AM", tag,
@@ -64,7 +75,8 @@ def lint_series_at_tip(layout: Line) -> list[LintResult]:
     base = src.scratch_worktree(layout.build / "lint-base", tag).path
     python = [f for f in changed if f.endswith(".py")]
     results = [
-        lint(linter, python, tree.path) for linter in linters_for(tree.path)
+        lint(linter, python, tree.path, python=layout.venv_python)
+        for linter in linters_for(tree.path)
     ]
     tools = Tools(layout.venv)
     hooks = hooks_for(tree.path)

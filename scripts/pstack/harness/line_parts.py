@@ -9,6 +9,7 @@ import fcntl
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -121,12 +122,19 @@ def start_line_part(line: Line) -> LinePart:
     version = line.version
     line.out.mkdir(parents=True, exist_ok=True)
     log = line.out / "make-test.log"
-    progress(f"line {version}: its vLLM tests, lm-eval gate and "
-             f"check-bisect, in {line.venv.name}, alongside the rest; output "
-             f"in {log} (shown when it ends)")
+    if has_cpu_runtime(line):
+        what, python = (f"its vLLM tests, lm-eval gate and check-bisect, in "
+                        f"{line.venv.name}"), line.venv_python
+    else:
+        # Checked from the Python that runs make (carried_checks.py), which
+        # also makes its venv.
+        what, python = "its series checked (no CPU runtime)", Path(
+            sys.executable)
+    progress(f"line {version}: {what}, alongside the rest; output in {log} "
+             "(shown when it ends)")
     with log.open("w") as kept:
         proc = subprocess.Popen(
-            [str(line.venv_python), "-m", "pstack", "test"],
+            [str(python), "-m", "pstack", "test"],
             cwd=REPO,
             env=pstack_env(version),
             stdout=kept,

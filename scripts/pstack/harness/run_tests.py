@@ -72,7 +72,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def runs_in(args: argparse.Namespace, layout: Line) -> Line | None:
     """`make test LINE=<version>` runs in the line's venv; `make test`
-    orchestrates from here and runs each part in its venv."""
+    orchestrates from here and runs each part in its venv. A line without a
+    CPU runtime is checked from here (carried_checks.py sets up its venv of
+    linters and runs them)."""
+    if layout.runtime == NO_RUNTIME:
+        return None
     return layout if os.environ.get("PSTACK_LINE") else None
 
 
@@ -301,7 +305,12 @@ def run_all(layout: Line, pytest_args: list[str]) -> int:
     returncodes = []
     start = time.monotonic()
     lines = lines_checked_at_tip(layout) if everything else [layout.oldest]
-    ready = [line for line in lines if prepare_line(line)]
+    # A line without a CPU runtime sets itself up in its part
+    # (carried_checks.py): nothing else needs it.
+    ready = [
+        line for line in lines
+        if line.runtime == NO_RUNTIME or prepare_line(line)
+    ]
     total += Counts(failed=len(lines) - len(ready))
     if not ready or ready[0].version != layout.oldest.version:
         return finish(total, [1], start)
