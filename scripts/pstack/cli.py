@@ -97,14 +97,12 @@ COMMANDS = (
             "install.wheels",
             "dist/<version>/: the CUDA wheel (official + the series' Python "
             "files) and the CPU wheel, each verified",
-            in_venv=True,
-            needs_runtime=True),
+            in_venv=True),
     # The test and evaluation harness (in the line's venv).
     Command("models",
             "harness.tiny_models",
             "generate the tiny local test models (no model is downloaded)",
-            in_venv=True,
-            needs_runtime=True),
+            in_venv=True),
     Command("test",
             "harness.run_tests",
             "what CI runs (LINE=: one line's part): lint, the project's "

@@ -10,7 +10,7 @@ import sys
 import threading
 
 import pytest
-from pstack.core.line import REPO, Line
+from pstack.core.line import REPO, Line, has_cpu_runtime
 from pstack.harness.hub_standins import IMAGE_TOKEN, STANDINS, write_standins
 from pstack.harness.testenv import OFFLINE_ENV
 
@@ -53,10 +53,12 @@ print(json.dumps(out))
 
 
 def _line_pythons() -> dict[str, str]:
-    """The Python of each line of this checkout whose venv exists."""
+    """The Python of each line of this checkout that has a CPU runtime and
+    whose venv exists."""
     return {
         line.version: str(line.venv_python)
-        for line in Line.default().lines() if line.venv_python.exists()
+        for line in Line.default().lines()
+        if has_cpu_runtime(line) and line.venv_python.exists()
     }
 
 

@@ -13,7 +13,7 @@ import threading
 import pytest
 from engine import RUNNER, prompts
 from pstack.core.errors import UserError
-from pstack.core.line import REPO, Line
+from pstack.core.line import REPO, Line, has_cpu_runtime
 from pstack.harness import tiny_models
 from pstack.harness.testenv import OFFLINE_ENV
 from pstack.harness.tiny_models import SPECS, generate
@@ -66,10 +66,12 @@ print(json.dumps(out))
 
 def _line_pythons() -> dict[str, str]:
     """vLLM version -> the Python of that line's venv, for each line of the
-    checkout whose venv exists, the oldest first."""
+    checkout that has a CPU runtime and whose venv exists, the oldest
+    first."""
     return {
         line.version: str(line.venv_python)
-        for line in Line.default().lines() if line.venv_python.exists()
+        for line in Line.default().lines()
+        if has_cpu_runtime(line) and line.venv_python.exists()
     }
 
 

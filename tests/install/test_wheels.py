@@ -18,7 +18,7 @@ import pytest
 from conftest import commit_change
 from pstack.core.errors import UserError
 from pstack.core.line import (PUBLISHED_WHEEL, SOURCE_BUILT, Line,
-                              runs_on_cpu_wheel)
+                              has_cpu_runtime, runs_on_cpu_wheel)
 from pstack.core.pin import BasePin
 from pstack.core.series import series_label
 from pstack.harness.line_parts import lines_checked_at_tip
@@ -523,8 +523,13 @@ def test_the_generate_sizes_its_kv_cache_whatever_the_environment(monkeypatch):
 
 
 def _lines() -> list[str]:
-    """The lines `make test` tests, by version (it sets them up first)."""
-    return [line.version for line in lines_checked_at_tip(Line.default())]
+    """The lines `make test` tests and sets up first, by version (a line
+    without a CPU runtime sets itself up beside the project's tests: its
+    CUDA wheel is left to `make wheel LINE=<version>`)."""
+    return [
+        line.version for line in lines_checked_at_tip(Line.default())
+        if has_cpu_runtime(line)
+    ]
 
 
 @pytest.mark.slow
@@ -551,3 +556,19 @@ def test_real_wheels_of_the_current_series(tmp_path, version):
     else:
         assert cpu == (f"vllm-{pin.version}+{label}.cpu-cp311-cp311-"
                        "linux_x86_64.whl")
+
+
+def test_a_line_without_a_cpu_runtime_gets_its_cuda_wheel_only(
+        wheel_stack, tmp_path, monkeypatch):
+    monkeypatch.setattr(wheels, "has_cpu_runtime", lambda layout: False)
+    monkeypatch.setattr(wheels, "build_cpu_wheel",
+                        lambda *a: pytest.fail("built a CPU wheel"))
+    calls = _record_verify(monkeypatch)
+    with pytest.raises(UserError, match="has no CPU runtime, so no CPU wheel"):
+        build_all(wheel_stack, tmp_path / "dist", "cpu")
+    built = build_all(wheel_stack, tmp_path / "dist", "all")
+    label = series_label(wheel_stack)
+    assert [w.name for w in built
+            ] == [f"vllm-0.0.1+{label}-cp38-abi3-linux_x86_64.whl"]
+    (cuda, ) = calls
+    assert cuda["reference_wheel"].name.startswith("vllm-0.0.1-")

@@ -218,6 +218,16 @@ class Line:
         return lines_in(self.patches.parent, self.cache, self.root)
 
     @property
+    def runtime_line(self) -> Line:
+        """This line if it has a CPU runtime, else the newest line that has
+        one: whose venv runs what this line's commands need of vLLM's
+        dependencies without running this line (the checks of its CUDA
+        wheel, the local models)."""
+        if has_cpu_runtime(self):
+            return self
+        return [line for line in self.lines() if has_cpu_runtime(line)][-1]
+
+    @property
     def newest(self) -> Line:
         """The newest line beside this one (this one if none): the line
         `make rebase` carries on, and `make pr` sends upstream."""

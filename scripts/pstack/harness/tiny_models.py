@@ -68,6 +68,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="models to generate (default: the test models)")
 
 
+def runs_in(args: argparse.Namespace, layout: Line) -> Line:
+    """The models are the same for every line: a line without a CPU runtime
+    has them made in the venv of the newest line that has one."""
+    return layout.runtime_line
+
+
 def run(args: argparse.Namespace, layout: Line) -> int:
     for name in args.names:
         print(generate(name))

