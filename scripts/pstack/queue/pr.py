@@ -39,7 +39,7 @@ from pathlib import Path
 
 from ..core.errors import UserError, progress
 from ..core.gitrepo import GitRepo, Identity
-from ..core.line import Line
+from ..core.line import Line, has_cpu_runtime
 from ..core.lint import LintResult, lint, linters_for
 from ..core.patch import Patch
 from ..core.pin import BasePin
@@ -48,7 +48,7 @@ from ..core.series import format_patch, read_series
 from ..core.vllm_src import SERIES, VllmSrc
 from .apply import apply
 from .guard import refuse_unexported
-from .pr_body import PrContext, body, results_for
+from .pr_body import PrContext, body, not_run_note, results_for
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -338,6 +338,7 @@ def lint_branch(src: VllmSrc, layout: Line, pin: BasePin,
 def _context(src: VllmSrc, layout: Line, pin: BasePin,
              patches: list[SeriesPatch], p: SeriesPatch, results_file: Path,
              lints: list[LintResult]) -> PrContext:
+    runs_here = has_cpu_runtime(layout)
     return PrContext(pin=pin,
                      number=p.number,
                      series_length=len(patches),
@@ -349,8 +350,10 @@ def _context(src: VllmSrc, layout: Line, pin: BasePin,
                      test_files=_test_files(p),
                      python_files=[f for f in p.files if f.endswith(".py")],
                      results=results_for(results_file, src.tree(p.commit),
-                                         "CPU, Python only"),
-                     lints=lints)
+                                         "CPU, Python only")
+                     if runs_here else not_run_note(pin.version),
+                     lints=lints,
+                     runs_here=runs_here)
 
 
 def select(patches: list[SeriesPatch], which: list[str]) -> list[SeriesPatch]:

