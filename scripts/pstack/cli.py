@@ -162,8 +162,9 @@ COMMANDS = (
 )
 
 MAKE_ONLY = (
-    Target("all", "the default goal: make wheel (of the newest line unless "
-           "LINE=)"),
+    Target(
+        "all", "the default goal: make wheel (of the newest line with a "
+        "CPU runtime unless LINE=)"),
     Target("rebase-abort",
            "undo the carry under way (TO= if several)",
            "TO=<version>",

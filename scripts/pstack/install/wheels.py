@@ -104,10 +104,12 @@ def run(args: argparse.Namespace, layout: Line) -> int:
 
 
 def which_line(layout: Line) -> str:
-    """Why `make` builds this line: LINE= named it, or it is the newest."""
+    """Why `make` builds this line: LINE= named it, or it is the newest
+    with a CPU runtime."""
     if os.environ.get("PSTACK_LINE"):
         return "LINE= names it"
-    return ("the newest line, the one users run; `make LINE=<version>` "
+    return ("the newest line with a CPU runtime, the one users run; `make "
+            "LINE=<version>` "
             "builds another")
 
 
