@@ -35,7 +35,7 @@ def test_a_tidy_carried_series_passes_every_check(stack, capsys):
     counts = check_series_and_lint(stack)
     linters = len(linters_for(stack.src))
     assert counts == Counts(passed=1 + linters)
-    assert "check-series: lines/0.0.1 applies" in capsys.readouterr().out
+    assert "check-series: 1 patches apply" in capsys.readouterr().out
 
 
 def test_an_untidy_file_of_the_series_fails_the_linters(stack):

@@ -59,9 +59,7 @@ def _check_series(layout: Line) -> Counts:
     except UserError as e:
         print(f"error: check-series: {e}")
         return Counts(failed=1)
-    progress(f"check-series: {layout.folder} applies and re-exports byte "
-             "for byte; every patch is upstream-shaped")
-    return Counts(passed=1)
+    return Counts(passed=1)  # check_series said so
 
 
 def lint_series_at_tip(layout: Line) -> list[LintResult]:
