@@ -18,19 +18,19 @@ from .wheel_runtime import (HOOK, HOOK_DEPENDENCIES, lint_tools,
                             requirement_name, ruff_version)
 
 
-def hook_dependencies(pre_commit_config: str, hooks: tuple[str,
-                                                           ...]) -> list[str]:
-    """The `additional_dependencies` of the named hooks, each package once
-    (the first hook's requirement for it).
+def hook_dependencies(config: str, hooks: tuple[str, ...]) -> list[str]:
+    """The `additional_dependencies` of the named hooks of a
+    .pre-commit-config.yaml, each package once (the first hook's
+    requirement for it).
 
-    >>> hook_dependencies("  - id: a\n    additional_dependencies: [PyYAML]"
-    ...                   "\n  - id: b\n    additional_dependencies: "
-    ...                   "[pyyaml, regex]\n  - id: c\n"
-    ...                   "    additional_dependencies: [x]\n", ("a", "b"))
+    >>> hook_dependencies("  - id: a\\n    additional_dependencies: [PyYAML]"
+    ...                   "\\n  - id: b\\n    additional_dependencies: "
+    ...                   "[pyyaml, regex]\\n  - id: c\\n"
+    ...                   "    additional_dependencies: [x]\\n", ("a", "b"))
     ['PyYAML', 'regex']
     """
     found: dict[str, str] = {}
-    for hook_id, body in HOOK.findall(pre_commit_config):
+    for hook_id, body in HOOK.findall(config):
         listed = HOOK_DEPENDENCIES.search(body)
         if hook_id not in hooks or not listed:
             continue
