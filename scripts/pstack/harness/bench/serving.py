@@ -71,6 +71,8 @@ class Setup:
     label: str
     # What the servers' environment adds to the engine's.
     server_env: tuple[tuple[str, str], ...] = ()
+    # The servers' --max-model-len.
+    max_model_len: int = MAX_MODEL_LEN
 
     @property
     def num_gpu_blocks(self) -> int:
@@ -218,7 +220,7 @@ def _start(setup: Setup, model: str, env: dict[str, str], log: Path,
         str(port), "--dtype", "float32", "--enforce-eager", "--block-size",
         str(setup.block_size), "--num-gpu-blocks-override",
         str(setup.num_gpu_blocks), "--max-model-len",
-        str(MAX_MODEL_LEN), "--max-num-seqs", "4", "--seed", "0",
+        str(setup.max_model_len), "--max-num-seqs", "4", "--seed", "0",
         *setup.server_flags
     ]
     if kv_transfer_config is not None:
