@@ -121,16 +121,3 @@ def test_prefix_checks_that_stopped_fail_with_their_log_named(
         bisect_beside.settle(checks, {})
     assert str(log) in (e.value.hint or "")
     assert "Traceback: it broke" in capsys.readouterr().out
-
-
-def test_prefix_checks_stop_when_the_tip_tests_stop_first(
-        stack, tmp_path, monkeypatch):
-    sleeping = subprocess.Popen(["sleep", "60"])
-    monkeypatch.setattr(
-        bisect_beside, "start",
-        lambda line, at_tip: bisect_beside.PrefixChecks(
-            line, sleeping, tmp_path / "log", tmp_path / "json"))
-    with (pytest.raises(UserError, match="the tip tests broke"),
-          bisect_beside.running(stack, [])):
-        raise UserError("the tip tests broke")
-    assert sleeping.poll() is not None

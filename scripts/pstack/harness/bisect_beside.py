@@ -24,8 +24,6 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -47,20 +45,6 @@ class PrefixChecks:
     # How long the checks took, from their own start (not counting their
     # wait for their turn): known once settled.
     seconds: float = 0.0
-
-
-@contextmanager
-def running(line: Line, at_tip: list[str]) -> Iterator[PrefixChecks]:
-    """The prefixes of `line` being checked for the duration of the block
-    (settle them in it); stopped if the block ends first, as when the tip
-    tests stop with an error."""
-    checks = start(line, at_tip)
-    try:
-        yield checks
-    finally:
-        if checks.proc.poll() is None:
-            checks.proc.kill()
-            checks.proc.wait()
 
 
 def start(line: Line, at_tip: list[str]) -> PrefixChecks:

@@ -31,7 +31,6 @@ read from are in junit.py, the lines' processes in line_parts.py.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import re
@@ -220,9 +219,12 @@ def pytest_batches(src: Path, files: list[str]) -> list[list[str]]:
 def tip_test_files(layout: Line) -> list[str]:
     """The vLLM test files the line touches, then its upstream suites."""
     touched = touched_vllm_tests(layout)
-    return touched + [
-        f for f in upstream_suite_tests(layout) if f not in touched
-    ]
+    suites = [f for f in upstream_suite_tests(layout) if f not in touched]
+    if suites:
+        progress(f"{layout.src.name}: {len(touched)} test files of the "
+                 f"series and {len(suites)} of upstream's suites "
+                 f"({suites_file(layout.version).name})")
+    return touched + suites
 
 
 def vllm_tests_at_tip(layout: Line, tmp: Path,
@@ -230,11 +232,6 @@ def vllm_tests_at_tip(layout: Line, tmp: Path,
     """The vLLM test files the line touches and its upstream suites, at its
     tip: counts, and the outcome per file (check-bisect reuses it)."""
     vllm_tests = tip_test_files(layout)
-    suites = len(vllm_tests) - len(touched_vllm_tests(layout))
-    if suites:
-        progress(f"{layout.src.name}: {len(vllm_tests) - suites} test files "
-                 f"of the series and {suites} of upstream's suites "
-                 f"({suites_file(layout.version).name})")
     counts: Counts = Counts()
     by_file: dict[str, str] = {}
     start = time.monotonic()
@@ -275,19 +272,17 @@ def run_line(layout: Line) -> Counts:
         return check_carried(layout)
     env = test_env()
     bisects = os.environ.get("PSTACK_NO_BISECT") != "1"
-    with contextlib.ExitStack() as stack:
-        beside = None
-        if bisects and checked_at_tip(layout) and bisects_beside(layout):
-            beside = stack.enter_context(
-                bisect_beside.running(layout, tip_test_files(layout)))
-        with tempfile.TemporaryDirectory() as tmp:
-            total, tip_results = vllm_tests_at_tip(layout, Path(tmp), env)
-        total += lm_eval_gate(layout)
-        if beside is not None:
-            return total + _bisect_beside(beside, tip_results)
+    beside = None
+    if bisects and checked_at_tip(layout) and bisects_beside(layout):
+        beside = bisect_beside.start(layout, tip_test_files(layout))
+    with tempfile.TemporaryDirectory() as tmp:
+        total, tip_results = vllm_tests_at_tip(layout, Path(tmp), env)
+    total += lm_eval_gate(layout)
     if not bisects:
         return total
-    if checked_at_tip(layout):
+    if beside is not None:
+        total += _bisect_beside(beside, tip_results)
+    elif checked_at_tip(layout):
         total += _bisect(layout, tip_results)
     else:
         progress(f"check-bisect: not for line {layout.version} (a line "
