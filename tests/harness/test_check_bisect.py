@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-
 import pytest
 from conftest import commit_change
-from pstack.core.check_results import load_results
-from pstack.core.errors import UserError
-from pstack.harness import bisect_beside, check_bisect
+from pstack.harness import check_bisect
 from pstack.queue.apply import apply
 from pstack.queue.export import export
 
@@ -78,46 +73,3 @@ def test_every_file_the_record_depends_on_exists():
     # records.
     missing = [f for f in check_bisect.ENV_INPUTS if not f.is_file()]
     assert missing == []
-
-
-def test_prefixes_checked_beside_the_tip_take_its_outcome_when_settled(
-        stack, cb, tmp_path):
-    commit_change(stack.src, "tests/test_core.py", "assert True",
-                  "assert 1 + 1 == 2", "[Core] Test A")
-    commit_change(stack.src, "vllm/version.py", "0.0.1", "0.0.1+b", "[Core] B")
-    commit_change(stack.src, "tests/test_core.py", "def test_ok",
-                  "def test_fine", "[Core] Rename the test")
-    export(stack)
-    at_tip = tmp_path / "at-tip.json"
-    at_tip.write_text(json.dumps(["tests/test_core.py"]))
-    prefixes = tmp_path / "prefixes.json"
-    # What the process beside the tip tests runs (here in this process, for
-    # the fake test setup): the first patch's file differs from the tip's
-    # and runs at its prefix; the last one's is pending.
-    assert bisect_beside.main(at_tip, prefixes) == 0
-    pending = json.loads(prefixes.read_text())["results"]
-    assert [r["tip_files"] for r in pending] == [[], [],
-                                                 ["tests/test_core.py"]]
-    assert not load_results(stack.check_results), "recorded once settled"
-    log = tmp_path / "check-bisect.log"
-    log.write_text("the prefixes' output\n")
-    checks = bisect_beside.PrefixChecks(stack, subprocess.Popen(["true"]), log,
-                                        prefixes)
-    first, _, last = bisect_beside.settle(checks,
-                                          {"tests/test_core.py": "2 failed"})
-    assert first.checks["tests"] == "ok" and "here: 1 passed" in first.ran
-    assert last.checks["tests"] == "tests/test_core.py: 2 failed"
-    recorded = {r.tree: r for r in load_results(stack.check_results)}
-    assert recorded[first.tree].complete and not recorded[last.tree].ok
-
-
-def test_prefix_checks_that_stopped_fail_with_their_log_named(
-        stack, tmp_path, capsys):
-    log = tmp_path / "check-bisect.log"
-    log.write_text("Traceback: it broke\n")
-    checks = bisect_beside.PrefixChecks(stack, subprocess.Popen(["false"]),
-                                        log, tmp_path / "never-written.json")
-    with pytest.raises(UserError, match="exit status 1") as e:
-        bisect_beside.settle(checks, {})
-    assert str(log) in (e.value.hint or "")
-    assert "Traceback: it broke" in capsys.readouterr().out

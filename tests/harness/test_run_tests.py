@@ -13,7 +13,7 @@ from pstack.core.line import Line
 from pstack.harness import run_tests
 from pstack.harness.junit import Counts
 from pstack.harness.line_parts import checked_at_tip, lines_checked_at_tip
-from pstack.harness.run_tests import (bisects_beside, finish, pytest_batches,
+from pstack.harness.run_tests import (finish, pytest_batches,
                                       upstream_suite_tests)
 
 
@@ -104,12 +104,3 @@ def test_a_line_without_a_runtime_is_checked_beside_the_newest_with_one(
     oldest = Line.at(tmp_path, "0.9.2", tmp_path / "cache")
     checked = lines_checked_at_tip(oldest)
     assert [line.version for line in checked] == ["0.9.2", "0.32.0", "0.33.0"]
-
-
-def test_the_oldest_lines_prefixes_are_checked_after_its_tip_tests(tmp_path):
-    # Its prefixes before the series' patch that frees an engine's CPU tier
-    # hold every engine's memory: not beside its own tip tests.
-    write_lines(tmp_path, {"0.9.2": False, "0.10.2": True, "0.32.0": True})
-    oldest = Line.at(tmp_path, "0.9.2", tmp_path / "cache")
-    assert [bisects_beside(oldest.line(v))
-            for v in ("0.9.2", "0.32.0")] == [False, True]

@@ -7,13 +7,12 @@ and the vLLM test files it adds or modifies pass. The compiled extension and
 the venv are shared: the series changes Python only.
 
 Two ways to save time:
-- Called from `make test`, a patch's test file that is byte-identical at
-  the tip is not run again at the prefix: make test runs it at the tip, and
-  its result there is reported (check_prefixes leaves it pending,
-  settle_at_tip fills it in, so that the prefixes can be checked while the
-  tip's tests run: bisect_beside.py). This catches a test file a later
-  patch changed, not a later patch that fixes code an unchanged test needs;
-  `make check-bisect` alone runs every file at every prefix.
+- Called from `make test` (`tip_results`), a patch's test file that is
+  byte-identical at the tip is not run again at the prefix: make test has
+  just run it at the tip, and its result there is reported. This catches a
+  test file a later patch changed, not a later patch that fixes code an
+  unchanged test needs; `make check-bisect` alone runs every file at every
+  prefix.
 - A prefix whose tree, test files and environment (venv, test setup, this
   tool) were already checked and passed at its own prefix, as recorded in
   build/check-bisect.json, is not checked again (`--again` forces it).
@@ -93,9 +92,9 @@ def env_key() -> str:
 
 def check_patch(tree: GitRepo, commit: str, env: dict[str,
                                                       str], skip_tests: bool,
-                deselect: list[str], covered: set[str]) -> PatchResult:
+                deselect: list[str], covered: dict[str, str]) -> PatchResult:
     """Check one prefix. `covered`: test files whose result at the tip
-    stands for this prefix (left pending in `tip_files`)."""
+    stands for this prefix."""
     start = time.monotonic()
     tree.git("checkout", "-q", "--detach", commit)
     result = PatchResult(tree.subject(commit), commit, tree.tree(commit))
@@ -114,11 +113,14 @@ def check_patch(tree: GitRepo, commit: str, env: dict[str,
     else:
         here = [f for f in result.tests if f not in covered]
         result.tip_files = [f for f in result.tests if f in covered]
+        outcomes = []
         if here:
-            note, failures = tests_here(tree.path, run_env, here, deselect)
-            notes.append(note)
+            outcomes.append(tests_here(tree.path, run_env, here, deselect))
         if result.tip_files:
-            notes.append(tests_at_tip(result.tip_files))
+            outcomes.append(tests_at_tip(result.tip_files, covered))
+        for note, failed in outcomes:
+            notes.append(note)
+            failures += failed
     result.checks["tests"] = "ok" if not failures else "; ".join(
         failures)[:200]
     result.ran = "; ".join(notes)
@@ -172,30 +174,17 @@ def tests_here(cwd: Path, env: dict[str, str], files: list[str],
     return note, [summary + (f" ({failed[0]})" if failed else "")]
 
 
-def tests_at_tip(files: list[str]) -> str:
-    """The note on test files identical at the tip, whose outcome in make
-    test's run there stands for this prefix (settle_at_tip)."""
+def tests_at_tip(files: list[str],
+                 covered: dict[str, str]) -> tuple[str, list[str]]:
+    """The test files identical at the tip, whose outcome in make test's run
+    there stands for this prefix: a note, and the files that failed."""
+    note = (f"{len(files)} file(s) identical at the tip, run there by make "
+            "test")
     print(
         f"    {len(files)} test file(s) as at the tip: result of make "
         "test's run",
         flush=True)
-    return (f"{len(files)} file(s) identical at the tip, run there by make "
-            "test")
-
-
-def settle_at_tip(results: list[PatchResult], tip: dict[str, str]) -> None:
-    """Fill in the outcome of each prefix's test files that make test ran
-    at the tip (`tip`: test file -> its outcome there)."""
-    for r in results:
-        if r.reused_from or not r.tip_files:
-            continue
-        failed = [
-            f"{f}: {tip.get(f, 'not run')}" for f in r.tip_files
-            if tip.get(f) != "ok"
-        ]
-        if failed:
-            here = [] if r.checks["tests"] == "ok" else [r.checks["tests"]]
-            r.checks["tests"] = "; ".join(here + failed)[:200]
+    return note, [f"{f}: {covered[f]}" for f in files if covered[f] != "ok"]
 
 
 def check_bisect(layout: Line,
@@ -203,34 +192,10 @@ def check_bisect(layout: Line,
                  tip_results: dict[str, str] | None = None,
                  reuse: bool = True,
                  results_file: Path | None = None) -> list[PatchResult]:
-    """Check every prefix and record the results. `tip_results` (test file
-    -> outcome of make test's run at the tip) lets a prefix reuse the tip's
-    run of a file it shares with the tip."""
+    """Check every prefix. `tip_results` (test file -> outcome of make
+    test's run at the tip) lets a prefix reuse the tip's run of a file it
+    shares with the tip."""
     results_file = results_file or layout.check_results
-    results = check_prefixes(layout, skip_tests, set(tip_results or {}), reuse,
-                             results_file)
-    settle_at_tip(results, tip_results or {})
-    if not skip_tests:
-        record(results, results_file)
-    return results
-
-
-def record(results: list[PatchResult], results_file: Path) -> None:
-    """Keep the results of this run (reused records stay as they were)."""
-    save_results(results_file, [r for r in results if not r.reused_from])
-
-
-def check_prefixes(layout: Line,
-                   skip_tests: bool = False,
-                   at_tip: set[str] | None = None,
-                   reuse: bool = True,
-                   results_file: Path | None = None) -> list[PatchResult]:
-    """Check every prefix, without recording it. A test file in `at_tip`
-    (the files make test runs at the tip) that is the same at the tip is
-    not run at the prefix: it is listed in the result's tip_files, whose
-    outcome settle_at_tip fills in."""
-    results_file = results_file or layout.check_results
-    at_tip = at_tip or set()
     pin = layout.pin
     src = VllmSrc(layout.src)
     commits = src.series_commits(pin)
@@ -248,32 +213,34 @@ def check_prefixes(layout: Line,
     results = []
     for i, commit in enumerate(commits, 1):
         progress(f"[{i}/{len(commits)}] {src.subject(commit)[:70]}")
-        passed = known.get(src.tree(commit))
-        if reuse and not skip_tests and passed:
+        record = known.get(src.tree(commit))
+        if reuse and not skip_tests and record:
             results.append(
-                replace(passed,
+                replace(record,
                         commit=commit,
-                        reused_from=passed.date,
-                        ran=f"as recorded on {passed.date} for this tree: "
-                        f"{passed.ran}"))
+                        reused_from=record.date,
+                        ran=f"as recorded on {record.date} for this tree: "
+                        f"{record.ran}"))
             print(
                 f"    same tree, tools and venv as the passing check of "
-                f"{passed.date}: not re-run",
+                f"{record.date}: not re-run",
                 flush=True)
             continue
-        covered = set()
-        if at_tip:
-            # Test files that are the same at the tip: make test runs them
+        covered = {}
+        if tip_results:
+            # Test files that are the same at the tip: make test ran them
             # there.
             differ = set(
                 src.git("diff", "--name-only", commit, tip, "--",
-                        *sorted(at_tip)).split())
-            covered = at_tip - differ
+                        *tip_results).split())
+            covered = {f: v for f, v in tip_results.items() if f not in differ}
         if tree is None:
             tree = src.scratch_worktree(layout.build / "bisect", SERIES)
         r = check_patch(tree, commit, env, skip_tests, deselect, covered)
         r.env = key
         results.append(r)
+    if not skip_tests:  # reused records stay as they were
+        save_results(results_file, [r for r in results if not r.reused_from])
     return results
 
 

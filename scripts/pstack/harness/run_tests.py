@@ -18,8 +18,7 @@ A line whose series changes upstream's code rather than adding its own
 also runs upstream's tests of that code (ci/vllm-suites-<version>.txt).
 check-bisect (check_bisect.py) checks every prefix of a tested line's
 series, reusing its tip run for test files a prefix shares with the tip;
-the lines' check-bisect runs take turns, and every line's but the oldest
-runs beside its tip tests (bisect_beside.py). Each linter and each prefix counts
+the lines' check-bisect runs take turns. Each linter and each prefix counts
 as one test. The final line sums it all up ("total: N passed, N failed, N
 skipped"). PSTACK_NO_BISECT=1 leaves check-bisect out; extra arguments
 (ARGS=...) are for pytest and run the project's tests only.
@@ -40,12 +39,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..core.check_results import PatchResult
 from ..core.errors import UserError, progress
 from ..core.line import NO_RUNTIME, REPO, Line
 from ..core.lint import lint, linters_for
 from ..core.vllm_src import SERIES, VllmSrc
-from . import bisect_beside
 from .carried_checks import check_carried
 from .check_bisect import check_bisect, print_report
 from .junit import Counts, junit_by_file, junit_counts
@@ -173,31 +170,20 @@ def _bisect(layout: Line, tip_results: dict[str, str]) -> Counts:
         progress("check-bisect: every prefix of the series compiles, lints "
                  "and passes its tests (files identical at the tip: the run "
                  "above)")
-        start = time.monotonic()
-        try:
-            results = check_bisect(layout, tip_results=tip_results)
-        except UserError as e:
-            print(f"error: check-bisect: {e}")
-            return Counts(failed=1)
-        return _bisect_counts(results, time.monotonic() - start)
+        return _bisect_now(layout, tip_results)
 
 
-def _bisect_beside(checks: bisect_beside.PrefixChecks,
-                   tip_results: dict[str, str]) -> Counts:
-    """The prefixes checked beside the tip tests, settled with their run."""
+def _bisect_now(layout: Line, tip_results: dict[str, str]) -> Counts:
+    start = time.monotonic()
     try:
-        results = bisect_beside.settle(checks, tip_results)
+        results = check_bisect(layout, tip_results=tip_results)
     except UserError as e:
         print(f"error: check-bisect: {e}")
         return Counts(failed=1)
-    return _bisect_counts(results, checks.seconds)
-
-
-def _bisect_counts(results: list[PatchResult], seconds: float) -> Counts:
     print_report(results)
     bad = [r for r in results if not r.ok]
     print(f"check-bisect: {len(results) - len(bad)} of {len(results)} "
-          f"prefixes pass ({seconds:.0f}s)")
+          f"prefixes pass ({time.monotonic() - start:.0f}s)")
     return Counts(passed=len(results) - len(bad), failed=len(bad))
 
 
@@ -216,22 +202,17 @@ def pytest_batches(src: Path, files: list[str]) -> list[list[str]]:
     return ([rest] if rest else []) + [[f] for f in alone]
 
 
-def tip_test_files(layout: Line) -> list[str]:
-    """The vLLM test files the line touches, then its upstream suites."""
+def vllm_tests_at_tip(layout: Line, tmp: Path,
+                      env: dict[str, str]) -> tuple[Counts, dict[str, str]]:
+    """The vLLM test files the line touches and its upstream suites, at its
+    tip: counts, and the outcome per file (check-bisect reuses it)."""
     touched = touched_vllm_tests(layout)
     suites = [f for f in upstream_suite_tests(layout) if f not in touched]
     if suites:
         progress(f"{layout.src.name}: {len(touched)} test files of the "
                  f"series and {len(suites)} of upstream's suites "
                  f"({suites_file(layout.version).name})")
-    return touched + suites
-
-
-def vllm_tests_at_tip(layout: Line, tmp: Path,
-                      env: dict[str, str]) -> tuple[Counts, dict[str, str]]:
-    """The vLLM test files the line touches and its upstream suites, at its
-    tip: counts, and the outcome per file (check-bisect reuses it)."""
-    vllm_tests = tip_test_files(layout)
+    vllm_tests = touched + suites
     counts: Counts = Counts()
     by_file: dict[str, str] = {}
     start = time.monotonic()
@@ -271,33 +252,18 @@ def run_line(layout: Line) -> Counts:
     if layout.runtime == NO_RUNTIME:
         return check_carried(layout)
     env = test_env()
-    bisects = os.environ.get("PSTACK_NO_BISECT") != "1"
-    beside = None
-    if bisects and checked_at_tip(layout) and bisects_beside(layout):
-        beside = bisect_beside.start(layout, tip_test_files(layout))
     with tempfile.TemporaryDirectory() as tmp:
         total, tip_results = vllm_tests_at_tip(layout, Path(tmp), env)
     total += lm_eval_gate(layout)
-    if not bisects:
+    if os.environ.get("PSTACK_NO_BISECT") == "1":
         return total
-    if beside is not None:
-        total += _bisect_beside(beside, tip_results)
-    elif checked_at_tip(layout):
+    if checked_at_tip(layout):
         total += _bisect(layout, tip_results)
     else:
         progress(f"check-bisect: not for line {layout.version} (a line "
                  "between the oldest and the newest one; `make check-bisect "
                  "LINE=<version>` checks its prefixes)")
     return total
-
-
-def bisects_beside(layout: Line) -> bool:
-    """Whether the line's check-bisect runs beside its tip tests
-    (bisect_beside.py) rather than after them: every line but the oldest.
-    The oldest line's prefixes before the series' patch that frees an
-    engine's CPU tier keep every engine's memory, so they run after its tip
-    tests, when fewer other things run (one_bisect_at_a_time)."""
-    return layout.version != layout.oldest.version
 
 
 def finish(total: Counts, returncodes: list[int], start: float) -> int:
