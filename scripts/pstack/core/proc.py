@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -24,3 +25,15 @@ def run_process(cmd: list[str | Path],
                           text=True,
                           stdout=pipe,
                           stderr=pipe)
+
+
+def failure_of(proc: subprocess.CompletedProcess) -> str:
+    """Why a captured process failed, in one line: its last line on stderr,
+    else the signal that killed it (an illegal instruction, say) or its exit
+    status."""
+    lines = (proc.stderr or "").strip().splitlines()
+    if lines:
+        return lines[-1]
+    if proc.returncode < 0:
+        return f"killed by {signal.Signals(-proc.returncode).name}"
+    return f"exit status {proc.returncode}, nothing on stderr"

@@ -13,7 +13,7 @@ from pathlib import Path
 from ..core.errors import UserError, progress
 from ..core.line import REPO, Line
 from ..core.pin import BasePin
-from ..core.proc import run_process
+from ..core.proc import failure_of, run_process
 from .line_venv import digest, ensure_venv, site_packages, stamp, stamp_matches
 
 REQUIREMENTS = REPO / "ci" / "requirements-cpu.txt"
@@ -186,7 +186,6 @@ def check_runtime(layout: Line) -> None:
                        capture=True,
                        check=False)
     if proc.returncode != 0:
-        last = proc.stderr.strip().splitlines()[-1]
-        raise UserError(f"the CPU runtime does not import: {last}",
+        raise UserError(f"the CPU runtime does not import: {failure_of(proc)}",
                         "re-run `make setup`")
     progress(proc.stdout.strip().splitlines()[-1])

@@ -16,7 +16,7 @@ from ..core.errors import UserError, progress
 from ..core.gitrepo import GitRepo
 from ..core.line import Line
 from ..core.pin import BasePin
-from ..core.proc import run_process
+from ..core.proc import failure_of, run_process
 from ..core.vllm_src import SERIES, VllmSrc
 from .line_venv import ensure_venv, pip, site_packages, stamp, stamp_matches
 
@@ -422,8 +422,7 @@ def check_wheel_runtime(layout: Line) -> None:
                        capture=True,
                        check=False)
     if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["?"])[-1]
-        raise UserError(f"the CPU runtime does not import: {last}",
+        raise UserError(f"the CPU runtime does not import: {failure_of(proc)}",
                         "re-run `make setup`")
     tree, said = proc.stdout.strip().splitlines()[-2:]
     if Path(tree) != layout.src.resolve():

