@@ -13,7 +13,7 @@ from pstack.core.line import Line
 from pstack.harness import run_tests
 from pstack.harness.junit import Counts
 from pstack.harness.line_parts import checked_at_tip, lines_checked_at_tip
-from pstack.harness.run_tests import (finish, pytest_batches,
+from pstack.harness.run_tests import (finish, pytest_batches, setup_order,
                                       upstream_suite_tests)
 
 
@@ -104,3 +104,17 @@ def test_a_line_without_a_runtime_is_checked_beside_the_newest_with_one(
     oldest = Line.at(tmp_path, "0.9.2", tmp_path / "cache")
     checked = lines_checked_at_tip(oldest)
     assert [line.version for line in checked] == ["0.9.2", "0.32.0", "0.33.0"]
+
+
+def test_the_newest_line_is_set_up_and_started_first(tmp_path):
+    # Its part is the run's longest; the oldest line's setup (its CPU
+    # extension built from source) runs beside it.
+    write_lines(tmp_path, {
+        "0.9.2": False,
+        "0.10.2": True,
+        "0.32.0": True,
+        "0.33.0": False
+    })
+    oldest = Line.at(tmp_path, "0.9.2", tmp_path / "cache")
+    order = setup_order(lines_checked_at_tip(oldest))
+    assert [line.version for line in order] == ["0.32.0", "0.9.2", "0.33.0"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 from pathlib import Path
 
 from .errors import UserError, progress
@@ -89,7 +90,9 @@ def _find_and_download(filename: str, dest: Path) -> None:
             f"{filename} is not on the configured package index",
             "check the version in patches/base.toml "
             f"(`pip index versions {project}`)")
-    tmp = dest.with_name(dest.name + ".part")
+    # Of this process: two processes may fetch the same file at once (a
+    # line's part sets its line up while `make test` sets up the next).
+    tmp = dest.with_name(f"{dest.name}.{os.getpid()}.part")
     progress(f"downloading {filename}")
     resp = session.get(links[0].url, stream=True)
     if resp.status_code != 200:

@@ -4,12 +4,13 @@ the lm-eval gate and check-bisect.
 
 `make test` orchestrates from the Python that runs make (standard library
 only). Each line tested at its tip (line_parts.checked_at_tip: the oldest and
-the newest) is set up first if needed (the project's tests build its wheels
-too) and runs its part in its own venv, in a process of its own, with the
-offline switches set (`make test LINE=<version>` runs only that part, in
-this process). The project's tests (tests/, the lm-eval gate among them)
-run in the oldest line's venv, whose vLLM has the series' own connector;
-each line's part runs alongside them from the start. A line in between is
+the newest) is set up if needed and runs its part in its own venv, in a
+process of its own, with the offline switches set (`make test
+LINE=<version>` runs only that part, in this process); each part starts as
+soon as its line is set up, the newest line's first (setup_order). The
+project's tests (tests/, the lm-eval gate among them) run once every line
+is set up (they build its wheels too), in the oldest line's venv, whose
+vLLM has the series' own connector, alongside the parts. A line in between is
 left to `make test LINE=<version>`. A line newer than the newest one with a
 CPU runtime (vLLM published no CPU build of its release) has its series
 checked, not run (carried_checks.py), and says so in one line.
@@ -46,7 +47,7 @@ from ..core.vllm_src import SERIES, VllmSrc
 from .carried_checks import check_carried
 from .check_bisect import check_bisect, print_report
 from .junit import Counts, junit_by_file, junit_counts
-from .line_parts import (checked_at_tip, finish_line_part,
+from .line_parts import (LinePart, checked_at_tip, finish_line_part,
                          lines_checked_at_tip, one_bisect_at_a_time,
                          prepare_line, pstack_env, start_line_part,
                          stop_line_parts)
@@ -297,41 +298,65 @@ def test_env_in(python: Path) -> dict[str, str]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def setup_order(lines: list[Line]) -> list[Line]:
+    """The order in which `make test` sets the lines up and starts their
+    parts: those with a CPU runtime newest first, then those without one.
+    The newest line's part is the run's longest (it runs upstream's suites
+    too), so it starts first, while the oldest line is set up beside it
+    (its venv, and vLLM's CPU extension built from source: minutes); the
+    oldest line's part and the project's tests follow."""
+    with_runtime = [line for line in lines if line.runtime != NO_RUNTIME]
+    without = [line for line in lines if line.runtime == NO_RUNTIME]
+    return with_runtime[::-1] + without
+
+
+def project_tests(tooling: Line, pytest_args: list[str],
+                  start: float) -> tuple[Counts, int]:
+    """The project's tests (tests/, or those `pytest_args` select), in the
+    oldest line's venv, whose vLLM has the series' own connector (the
+    lm-eval gate's): their counts and pytest's exit status."""
+    env = test_env_in(tooling.venv_python)
+    with tempfile.TemporaryDirectory() as tmp:
+        junit = Path(tmp) / "project.xml"
+        progress(f"the project's tests, in {tooling.venv.name}")
+        returncode = _pytest(["tests", *pytest_args], REPO, junit, env,
+                             tooling.venv_python)
+        counts = junit_counts(junit)
+    progress(f"project tests done ({time.monotonic() - start:.0f}s)")
+    return counts, returncode
+
+
 def run_all(layout: Line, pytest_args: list[str]) -> int:
-    """Everything (no ARGS=): lint, the project's tests, then each tested
-    line's part; with ARGS=, the project's tests they select."""
-    everything = not pytest_args
+    """Everything (no ARGS=): each tested line's part, lint and the
+    project's tests; with ARGS=, the project's tests they select."""
+    start = time.monotonic()
+    tooling = layout.oldest
+    if pytest_args:
+        if not prepare_line(tooling):
+            return finish(Counts(failed=1), [1], start)
+        counts, returncode = project_tests(tooling, pytest_args, start)
+        return finish(counts, [returncode], start)
     total = Counts()
     returncodes = []
-    start = time.monotonic()
-    lines = lines_checked_at_tip(layout) if everything else [layout.oldest]
-    # A line without a CPU runtime sets itself up in its part
-    # (carried_checks.py): nothing else needs it.
-    ready = [
-        line for line in lines
-        if line.runtime == NO_RUNTIME or prepare_line(line)
-    ]
-    total += Counts(failed=len(lines) - len(ready))
-    if not ready or ready[0].version != layout.oldest.version:
-        return finish(total, [1], start)
-    tooling = ready[0]
-    env = test_env_in(tooling.venv_python)
-    if everything:
-        total += lint_own_code(tooling.venv_python)
-    # Every line's part alongside the project's tests, as many processes as
-    # the two cores and the memory budget take (docs/testing.md).
-    parts = [start_line_part(line) for line in ready] if everything else []
+    parts: list[LinePart] = []
     try:
-        with tempfile.TemporaryDirectory() as tmp:
-            junit = Path(tmp) / "project.xml"
-            progress(f"the project's tests, in {tooling.venv.name}")
-            returncodes.append(
-                _pytest(["tests", *pytest_args], REPO, junit, env,
-                        tooling.venv_python))
-            total += junit_counts(junit)
-            progress(f"project tests done ({time.monotonic() - start:.0f}s)")
-        if not everything:
-            return finish(total, returncodes, start)
+        # Each line's part starts as soon as its line is set up, beside the
+        # setup of the next one: as many processes as the two cores and the
+        # memory budget take (docs/testing.md).
+        for line in setup_order(lines_checked_at_tip(layout)):
+            # A line without a CPU runtime sets itself up in its part
+            # (carried_checks.py): nothing else needs it.
+            if line.runtime == NO_RUNTIME or prepare_line(line):
+                parts.append(start_line_part(line))
+            else:
+                total += Counts(failed=1)
+        if any(part.version == tooling.version for part in parts):
+            total += lint_own_code(tooling.venv_python)
+            counts, returncode = project_tests(tooling, [], start)
+            total += counts
+            returncodes.append(returncode)
+        else:
+            returncodes.append(1)  # its setup failed, said above
         for part in parts:
             total += finish_line_part(part)
     finally:
