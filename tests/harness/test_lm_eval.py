@@ -1,5 +1,6 @@
 """`make lm-eval`: the verdict logic on made-up runs, the task data, and the
-real gate."""
+gate's self-test on a real engine (the gate itself runs in each line's
+part of `make test`)."""
 
 from __future__ import annotations
 
@@ -283,17 +284,6 @@ def test_list_shows_the_configurations():
     assert '"block_size": 64' in proc.stdout
     proc = _gate("--profile", "gpu", "--model", "org/m", "--list")
     assert proc.returncode == 0 and "org/m/offload-b64-evicting" in proc.stdout
-
-
-@pytest.mark.engine
-def test_the_gate_passes(capsys):
-    """The real gate, as `make lm-eval` runs it; its report goes to the CI
-    log."""
-    proc = _gate()
-    with capsys.disabled():
-        print("\n" + proc.stdout + proc.stderr[-3000:])
-    assert proc.returncode == 0
-    assert "PASS:" in proc.stdout
 
 
 @pytest.mark.engine

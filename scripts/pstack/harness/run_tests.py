@@ -235,7 +235,8 @@ def vllm_tests_at_tip(layout: Line, tmp: Path,
 
 def lm_eval_gate(layout: Line) -> Counts:
     """The lm-eval gate on this line's vLLM (`make lm-eval LINE=...`): one
-    test. The oldest line's runs among the project's tests."""
+    test, the oldest line's included (the project's tests check the gate's
+    verdicts and its self-test, not the gate on a line)."""
     version = layout.version
     progress(f"lm-eval gate on vLLM {version}")
     proc = subprocess.run([sys.executable, "-m", "pstack", "lm-eval"],
