@@ -5,6 +5,7 @@ test_line_parts.py)."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 from conftest import write_base_pin, write_lines
@@ -14,7 +15,8 @@ from pstack.harness import run_tests
 from pstack.harness.junit import Counts
 from pstack.harness.line_parts import checked_at_tip, lines_checked_at_tip
 from pstack.harness.run_tests import (finish, pytest_batches, setup_order,
-                                      upstream_suite_tests)
+                                      upstream_suite_tests, vllm_tests_at_tip)
+from pstack.harness.running_parts import running
 
 
 def test_files_with_in_process_engines_run_in_a_process_of_their_own(tmp_path):
@@ -118,3 +120,57 @@ def test_the_newest_line_is_set_up_and_started_first(tmp_path):
     oldest = Line.at(tmp_path, "0.9.2", tmp_path / "cache")
     order = setup_order(lines_checked_at_tip(oldest))
     assert [line.version for line in order] == ["0.32.0", "0.9.2", "0.33.0"]
+
+
+def _line_of_three_batches(tmp_path, monkeypatch) -> tuple[Line, Path]:
+    """A line whose vLLM tests are three pytest batches (a unit test file,
+    two files that build engines in-process) of one test each that records
+    when it ran."""
+    root = tmp_path / "checkout"
+    layout = Line.at(root, "0.10.2", tmp_path / "cache")
+    record = tmp_path / "ran.txt"
+    test = ("import time\n"
+            "def test_it():\n"
+            "    start = time.monotonic()\n"
+            "    time.sleep(1.5)\n"
+            f"    with open({str(record)!r}, 'a') as f:\n"
+            "        f.write(f'{start} {time.monotonic()}\\n')\n")
+    files = ["tests/test_unit.py", "tests/test_e1.py", "tests/test_e2.py"]
+    for name in files:
+        path = layout.src / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        engine = "# LLM(model) in-process\n" if "_e" in name else ""
+        path.write_text(engine + test)
+    monkeypatch.setattr(run_tests, "touched_vllm_tests", lambda line: files)
+    monkeypatch.setattr(run_tests, "upstream_suite_tests", lambda line: [])
+    monkeypatch.setattr(run_tests, "deselected", lambda: [])
+    return layout, record
+
+
+def _overlaps(record: Path) -> int:
+    spans = sorted(
+        tuple(map(float, line.split()))
+        for line in record.read_text().splitlines())
+    return sum(later[0] < earlier[1]
+               for earlier, later in zip(spans, spans[1:]))
+
+
+def test_the_last_part_running_runs_two_batches_at_once(
+        tmp_path, monkeypatch, capsys):
+    layout, record = _line_of_three_batches(tmp_path, monkeypatch)
+    counts, by_file = vllm_tests_at_tip(layout, tmp_path, {})
+    assert counts == Counts(passed=3)
+    assert set(by_file) == {
+        "tests/test_unit.py", "tests/test_e1.py", "tests/test_e2.py"
+    }
+    assert _overlaps(record) >= 1
+    # Each batch's output is shown whole.
+    assert capsys.readouterr().out.count("1 passed") == 3
+
+
+def test_a_part_beside_others_runs_one_batch_at_a_time(tmp_path, monkeypatch):
+    layout, record = _line_of_three_batches(tmp_path, monkeypatch)
+    with running(layout.root, "0.9.2"):  # alive: this process
+        counts, _ = vllm_tests_at_tip(layout, tmp_path, {})
+    assert counts == Counts(passed=3)
+    assert _overlaps(record) == 0

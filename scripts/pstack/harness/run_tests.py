@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.errors import UserError, progress
@@ -51,6 +52,7 @@ from .line_parts import (LinePart, checked_at_tip, finish_line_part,
                          lines_checked_at_tip, one_bisect_at_a_time,
                          prepare_line, pstack_env, start_line_part,
                          stop_line_parts)
+from .running_parts import batches_at_once, running
 from .testenv import deselected, test_env
 
 # The project's own Python, linted with the settings in pyproject.toml.
@@ -206,7 +208,10 @@ def pytest_batches(src: Path, files: list[str]) -> list[list[str]]:
 def vllm_tests_at_tip(layout: Line, tmp: Path,
                       env: dict[str, str]) -> tuple[Counts, dict[str, str]]:
     """The vLLM test files the line touches and its upstream suites, at its
-    tip: counts, and the outcome per file (check-bisect reuses it)."""
+    tip: counts, and the outcome per file (check-bisect reuses it). Its
+    pytest batches run one at a time while other parts of the run keep the
+    cores busy, two at a time once this part is the only one left
+    (running_parts.py)."""
     touched = touched_vllm_tests(layout)
     suites = [f for f in upstream_suite_tests(layout) if f not in touched]
     if suites:
@@ -217,20 +222,73 @@ def vllm_tests_at_tip(layout: Line, tmp: Path,
     counts: Counts = Counts()
     by_file: dict[str, str] = {}
     start = time.monotonic()
-    skip = [f"--deselect={node}" for node in deselected()]
-    for i, files in enumerate(pytest_batches(layout.src, vllm_tests)):
-        junit = tmp / f"vllm-{i}.xml"
-        rc = _pytest(["-p", "no:cacheprovider", *skip, *files], layout.src,
-                     junit, env)
-        batch = junit_counts(junit)
-        if rc not in (0, 5) and not batch.failed:
-            batch += Counts(failed=1)  # pytest itself failed (collection...)
-        counts += batch
-        by_file.update(junit_by_file(junit, files))
+    root = layout.root or REPO
+    pending = list(enumerate(pytest_batches(layout.src, vllm_tests)))
+    running: list[_Batch] = []
+    while pending or running:
+        for batch in [b for b in running if b.proc.poll() is not None]:
+            running.remove(batch)
+            counts += batch.finish()
+            by_file.update(junit_by_file(batch.junit, batch.files))
+        if pending and len(running) < batches_at_once(root, layout.version):
+            index, files = pending.pop(0)
+            running.append(
+                _Batch.start(layout, index, files, tmp, env, bool(running)))
+            continue
+        time.sleep(2)
     if vllm_tests:
         progress(f"vLLM tests at the tip of {layout.src.name} done "
                  f"({time.monotonic() - start:.0f}s)")
     return counts, by_file
+
+
+@dataclass
+class _Batch:
+    """One pytest run of a line's vLLM test files, its output in a log of
+    its own (out/<version>/batches/), shown when it ends: two may run at
+    once."""
+
+    files: list[str]
+    junit: Path
+    log: Path
+    proc: subprocess.Popen
+
+    @classmethod
+    def start(cls, layout: Line, index: int, files: list[str], tmp: Path,
+              env: dict[str, str], beside_another: bool) -> _Batch:
+        junit = tmp / f"vllm-{index}.xml"
+        log = layout.out / "batches" / f"{index}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        skip = [f"--deselect={node}" for node in deselected()]
+        cmd = [
+            sys.executable, "-m", "pytest", f"--junitxml={junit}", "-p",
+            "no:cacheprovider", *skip, *files
+        ]
+        beside = ", beside the batch before it" if beside_another else ""
+        progress(" ".join(cmd[2:]) + f"   (in {layout.src}{beside}; "
+                 f"output in {log}, shown when it ends)")
+        with log.open("w") as out:
+            proc = subprocess.Popen(cmd,
+                                    cwd=layout.src,
+                                    env={
+                                        **os.environ,
+                                        **env
+                                    },
+                                    stdout=out,
+                                    stderr=subprocess.STDOUT)
+        return cls(files, junit, log, proc)
+
+    def finish(self) -> Counts:
+        """Show its output; its counts (pytest's own failure, collection
+        say, counts as one)."""
+        returncode = self.proc.wait()
+        progress(f"pytest of {', '.join(self.files)} ended "
+                 f"(exit status {returncode}); its output:")
+        print(self.log.read_text(errors="replace"), end="", flush=True)
+        counts = junit_counts(self.junit)
+        if returncode not in (0, 5) and not counts.failed:
+            counts += Counts(failed=1)
+        return counts
 
 
 def lm_eval_gate(layout: Line) -> Counts:
@@ -251,6 +309,11 @@ def run_line(layout: Line) -> Counts:
     tests at the tip, the lm-eval gate, check-bisect if it bisects; for a
     line without a CPU runtime, the checks of its series that need none
     (carried_checks.py)."""
+    with running(layout.root or REPO, layout.version):
+        return _run_line(layout)
+
+
+def _run_line(layout: Line) -> Counts:
     if layout.runtime == NO_RUNTIME:
         return check_carried(layout)
     env = test_env()
@@ -341,23 +404,26 @@ def run_all(layout: Line, pytest_args: list[str]) -> int:
     returncodes = []
     parts: list[LinePart] = []
     try:
-        # Each line's part starts as soon as its line is set up, beside the
-        # setup of the next one: as many processes as the two cores and the
-        # memory budget take (docs/testing.md).
-        for line in setup_order(lines_checked_at_tip(layout)):
-            # A line without a CPU runtime sets itself up in its part
-            # (carried_checks.py): nothing else needs it.
-            if line.runtime == NO_RUNTIME or prepare_line(line):
-                parts.append(start_line_part(line))
+        # Until the project's tests end, this process keeps a core busy too
+        # (running_parts.py).
+        with running(layout.root or REPO, "setup-and-project-tests"):
+            # Each line's part starts as soon as its line is set up, beside
+            # the setup of the next one: as many processes as the two cores
+            # and the memory budget take (docs/testing.md).
+            for line in setup_order(lines_checked_at_tip(layout)):
+                # A line without a CPU runtime sets itself up in its part
+                # (carried_checks.py): nothing else needs it.
+                if line.runtime == NO_RUNTIME or prepare_line(line):
+                    parts.append(start_line_part(line))
+                else:
+                    total += Counts(failed=1)
+            if any(part.version == tooling.version for part in parts):
+                total += lint_own_code(tooling.venv_python)
+                counts, returncode = project_tests(tooling, [], start)
+                total += counts
+                returncodes.append(returncode)
             else:
-                total += Counts(failed=1)
-        if any(part.version == tooling.version for part in parts):
-            total += lint_own_code(tooling.venv_python)
-            counts, returncode = project_tests(tooling, [], start)
-            total += counts
-            returncodes.append(returncode)
-        else:
-            returncodes.append(1)  # its setup failed, said above
+                returncodes.append(1)  # its setup failed, said above
         for part in parts:
             total += finish_line_part(part)
     finally:
