@@ -55,6 +55,9 @@ from .line_parts import (LinePart, checked_at_tip, finish_line_part,
 from .running_parts import batches_at_once, running
 from .testenv import deselected, test_env
 
+# What pytest prints of a long run's slowest tests: where CI's time goes
+# (docs/testing.md, "The budget of a CI run").
+DURATIONS = "--durations=15"
 # The project's own Python, linted with the settings in pyproject.toml.
 OWN_CODE = ("scripts", "tests")
 # A vLLM test file that builds engines in the pytest process (or imports
@@ -260,9 +263,11 @@ class _Batch:
         log = layout.out / "batches" / f"{index}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         skip = [f"--deselect={node}" for node in deselected()]
+        # The slowest tests of a batch of many files, for the run's budget.
+        durations = [DURATIONS] if len(files) > 1 else []
         cmd = [
             sys.executable, "-m", "pytest", f"--junitxml={junit}", "-p",
-            "no:cacheprovider", *skip, *files
+            "no:cacheprovider", *durations, *skip, *files
         ]
         beside = ", beside the batch before it" if beside_another else ""
         progress(" ".join(cmd[2:]) + f"   (in {layout.src}{beside}; "
@@ -383,8 +388,8 @@ def project_tests(tooling: Line, pytest_args: list[str],
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "project.xml"
         progress(f"the project's tests, in {tooling.venv.name}")
-        returncode = _pytest(["tests", *pytest_args], REPO, junit, env,
-                             tooling.venv_python)
+        returncode = _pytest(["tests", DURATIONS, *pytest_args], REPO, junit,
+                             env, tooling.venv_python)
         counts = junit_counts(junit)
     progress(f"project tests done ({time.monotonic() - start:.0f}s)")
     return counts, returncode
