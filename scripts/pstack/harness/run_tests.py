@@ -8,12 +8,13 @@ the newest) is set up if needed and runs its part in its own venv, in a
 process of its own, with the offline switches set (`make test
 LINE=<version>` runs only that part, in this process); each part starts as
 soon as its line is set up, the newest line's first (setup_order). The
-project's tests (tests/, the lm-eval gate among them) run once every line
-is set up (they build its wheels too), in the oldest line's venv, whose
-vLLM has the series' own connector, alongside the parts. A line in between is
-left to `make test LINE=<version>`. A line newer than the newest one with a
-CPU runtime (vLLM published no CPU build of its release) has its series
-checked, not run (carried_checks.py), and says so in one line.
+project's tests (tests/, the lm-eval gate's self-test among them) run once
+every line is set up (they build its wheels too), in the oldest line's
+venv, whose vLLM has the series' own connector, alongside the parts. A
+line in between is left to `make test LINE=<version>`. A line newer than
+the newest one with a CPU runtime (vLLM published no CPU build of its
+release) has its series checked, not run (carried_checks.py), and says so
+in one line.
 
 A line whose series changes upstream's code rather than adding its own
 also runs upstream's tests of that code (ci/vllm-suites-<version>.txt).
@@ -227,16 +228,16 @@ def vllm_tests_at_tip(layout: Line, tmp: Path,
     start = time.monotonic()
     root = layout.root or REPO
     pending = list(enumerate(pytest_batches(layout.src, vllm_tests)))
-    running: list[_Batch] = []
-    while pending or running:
-        for batch in [b for b in running if b.proc.poll() is not None]:
-            running.remove(batch)
+    in_flight: list[_Batch] = []
+    while pending or in_flight:
+        for batch in [b for b in in_flight if b.proc.poll() is not None]:
+            in_flight.remove(batch)
             counts += batch.finish()
             by_file.update(junit_by_file(batch.junit, batch.files))
-        if pending and len(running) < batches_at_once(root, layout.version):
+        if pending and len(in_flight) < batches_at_once(root, layout.version):
             index, files = pending.pop(0)
-            running.append(
-                _Batch.start(layout, index, files, tmp, env, bool(running)))
+            in_flight.append(
+                _Batch.start(layout, index, files, tmp, env, bool(in_flight)))
             continue
         time.sleep(2)
     if vllm_tests:
