@@ -11,6 +11,7 @@ import base64
 import hashlib
 import os
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -363,6 +364,66 @@ def test_cpu_overlay_check_catches_a_changed_or_missing_kernel(
                            broken, [],
                            expected_version="0.0.1")
     assert problems == ["vllm/_C_AVX2.abi3.so: missing"]
+
+
+# A fake vllm whose kernels are a Python-defined _C op, loaded by vllm._C or
+# by the platform's import_kernels (from _C_AVX2, as on a CPU without
+# AVX-512); `vllm._C` itself raises, as an illegal instruction would.
+_REGISTERS_AN_OP = (b"import torch\n"
+                    b"lib = torch.library.Library('_C', 'DEF')\n"
+                    b"lib.define('pretend(Tensor x) -> Tensor')\n")
+_PLATFORMS = {
+    # 0.32's: loads the library the CPU runs.
+    "import_kernels":
+    b"class P:\n"
+    b"    def import_kernels(self):\n"
+    b"        import vllm._C_AVX2\n"
+    b"current_platform = P()\n",
+    # 0.9.2's: no import_kernels, and None for any missing attribute.
+    "getattr_none":
+    b"class P:\n"
+    b"    def __getattr__(self, key):\n"
+    b"        return None\n"
+    b"current_platform = P()\n",
+    # import_kernels that loads nothing (vLLM only warns then).
+    "loads_nothing":
+    b"class P:\n"
+    b"    def import_kernels(self):\n"
+    b"        pass\n"
+    b"current_platform = P()\n",
+}
+
+
+@pytest.mark.parametrize("platform", sorted(_PLATFORMS))
+def test_the_kernel_check_loads_them_as_the_platform_does(tmp_path, platform):
+    site = tmp_path / "site"
+    files = {
+        "vllm/__init__.py":
+        b"__version__ = '0.0.1'\n",
+        "vllm/platforms/__init__.py":
+        _PLATFORMS[platform],
+        "vllm/_C_AVX2.py":
+        _REGISTERS_AN_OP,
+        "vllm/_C.py": (_REGISTERS_AN_OP if platform == "getattr_none" else
+                       b"raise ImportError('illegal instruction')\n"),
+        "vllm-0.0.1.dist-info/METADATA":
+        b"Metadata-Version: 2.1\nName: vllm\nVersion: 0.0.1\n",
+    }
+    for name, data in files.items():
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / name).write_bytes(data)
+    # The running interpreter's venv has torch; `python -c` in `site`
+    # imports the fake vllm first.
+    problems = wheels.import_problems(Path(sys.prefix),
+                                      site,
+                                      cwd=site,
+                                      import_ext=True,
+                                      expected_version="0.0.1",
+                                      dist_version="0.0.1")
+    if platform == "loads_nothing":
+        assert len(problems) == 1 and "no _C kernels" in problems[0]
+    else:
+        assert problems == []
 
 
 def test_record_check_catches_files_the_record_does_not_describe(

@@ -466,12 +466,14 @@ def shared_object_problems(site: Path,
 # library per instruction set (_C for AVX-512 BF16, _C_AVX512, _C_AVX2) and
 # its platform picks the one the CPU runs; importing vllm._C on a CPU
 # without AVX-512 is an illegal instruction. (0.9.2's platforms have no
-# import_kernels: their build has vllm._C only.) A _C op then proves that one
-# was loaded: import_kernels only warns when none is.
+# import_kernels, and their __getattr__ answers None for a missing attribute:
+# their build has vllm._C only.) A _C op then proves that one was loaded:
+# import_kernels only warns when none is.
 KERNELS_CHECK = (
     "import torch\n"
     "from vllm.platforms import current_platform as p\n"
-    "getattr(p, 'import_kernels', lambda: __import__('vllm._C'))()\n"
+    "load = getattr(p, 'import_kernels', None)\n"
+    "load() if load else __import__('vllm._C')\n"
     "ops = torch._C._dispatch_get_all_op_names()\n"
     "assert any(n.startswith('_C::') for n in ops), 'no _C kernels'\n")
 
