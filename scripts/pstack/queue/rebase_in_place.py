@@ -430,8 +430,11 @@ def finish(layout: Line, state: RebaseState, range_diff: Path) -> Result:
     new.dump(layout.base_file)
     export(layout)
     apply(layout)
-    diff = src.git("range-diff", "--no-color", f"{old.tag}..{state.old_tip}",
-                   f"{new.tag}..{SERIES}")
+    # Hashes abbreviated to a fixed length: git's default grows with the
+    # repository's object count, and a fresh clone's rebase must rewrite the
+    # committed range-diff byte for byte.
+    diff = src.git("-c", "core.abbrev=8", "range-diff", "--no-color",
+                   f"{old.tag}..{state.old_tip}", f"{new.tag}..{SERIES}")
     range_diff.parent.mkdir(parents=True, exist_ok=True)
     result.range_diff = range_diff
     range_diff.write_text(
