@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import subprocess
 from pathlib import Path
@@ -37,3 +38,29 @@ def failure_of(proc: subprocess.CompletedProcess) -> str:
     if proc.returncode < 0:
         return f"killed by {signal.Signals(-proc.returncode).name}"
     return f"exit status {proc.returncode}, nothing on stderr"
+
+
+def cpu_seconds() -> float:
+    """CPU time (user and system) of this process and of the children it
+    has waited for, theirs included: on a machine whose cores are all busy,
+    what a step costs the others.
+
+    >>> cpu_seconds() > 0
+    True
+    """
+    mine = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (mine.ru_utime + mine.ru_stime + children.ru_utime +
+            children.ru_stime)
+
+
+def reap_if_ended(proc: subprocess.Popen) -> float | None:
+    """The CPU time of `proc` (and of the children it waited for) if it has
+    ended, reaping it (its returncode set); None while it runs."""
+    if proc.returncode is not None:
+        raise ValueError(f"process {proc.pid} was reaped already")
+    pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+    if pid == 0:
+        return None
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return usage.ru_utime + usage.ru_stime

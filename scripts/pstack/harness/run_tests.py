@@ -45,6 +45,7 @@ from pathlib import Path
 from ..core.errors import UserError, progress
 from ..core.line import NO_RUNTIME, REPO, Line
 from ..core.lint import lint, linters_for
+from ..core.proc import cpu_seconds, reap_if_ended
 from ..core.vllm_src import SERIES, VllmSrc
 from .carried_checks import check_carried
 from .check_bisect import check_bisect, print_report
@@ -230,7 +231,7 @@ def vllm_tests_at_tip(layout: Line, tmp: Path,
     pending = list(enumerate(pytest_batches(layout.src, vllm_tests)))
     in_flight: list[_Batch] = []
     while pending or in_flight:
-        for batch in [b for b in in_flight if b.proc.poll() is not None]:
+        for batch in [b for b in in_flight if b.ended()]:
             in_flight.remove(batch)
             counts += batch.finish()
             by_file.update(junit_by_file(batch.junit, batch.files))
@@ -256,6 +257,8 @@ class _Batch:
     junit: Path
     log: Path
     proc: subprocess.Popen
+    started: float
+    cpu: float = 0.0
 
     @classmethod
     def start(cls, layout: Line, index: int, files: list[str], tmp: Path,
@@ -282,14 +285,25 @@ class _Batch:
                                     },
                                     stdout=out,
                                     stderr=subprocess.STDOUT)
-        return cls(files, junit, log, proc)
+        return cls(files, junit, log, proc, time.monotonic())
+
+    def ended(self) -> bool:
+        """Whether its pytest process has ended (reaped, its CPU time and
+        its engines' kept)."""
+        cpu = reap_if_ended(self.proc)
+        if cpu is None:
+            return False
+        self.cpu = cpu
+        return True
 
     def finish(self) -> Counts:
         """Show its output; its counts (pytest's own failure, collection
         say, counts as one)."""
         returncode = self.proc.wait()
+        wall = time.monotonic() - self.started
         progress(f"pytest of {', '.join(self.files)} ended "
-                 f"(exit status {returncode}); its output:")
+                 f"(exit status {returncode}; {wall:.0f}s, "
+                 f"{self.cpu:.0f} CPU-s); its output:")
         print(self.log.read_text(errors="replace"), end="", flush=True)
         counts = junit_counts(self.junit)
         if returncode not in (0, 5) and not counts.failed:
@@ -344,7 +358,10 @@ def finish(total: Counts, returncodes: list[int], start: float) -> int:
     # run.
     failed = (any(rc not in (0, 5) for rc in returncodes) or total.passed == 0
               or total.failed)
-    print(f"make test took {time.monotonic() - start:.0f}s")
+    # CPU-s: the run's cost to the cores, which side by side parts share
+    # (docs/testing.md, "The budget of a CI run").
+    print(f"make test took {time.monotonic() - start:.0f}s "
+          f"({cpu_seconds():.0f} CPU-s)")
     print(total.total_line())
     return 1 if failed else 0
 
@@ -389,10 +406,13 @@ def project_tests(tooling: Line, pytest_args: list[str],
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "project.xml"
         progress(f"the project's tests, in {tooling.venv.name}")
+        cpu_before = cpu_seconds()
         returncode = _pytest(["tests", DURATIONS, *pytest_args], REPO, junit,
                              env, tooling.venv_python)
+        cpu = cpu_seconds() - cpu_before
         counts = junit_counts(junit)
-    progress(f"project tests done ({time.monotonic() - start:.0f}s)")
+    progress(f"project tests done ({time.monotonic() - start:.0f}s into the "
+             f"run; {cpu:.0f} CPU-s)")
     return counts, returncode
 
 
