@@ -73,3 +73,67 @@ def test_every_file_the_record_depends_on_exists():
     # records.
     missing = [f for f in check_bisect.ENV_INPUTS if not f.is_file()]
     assert missing == []
+
+
+def _series_of_slow_tests(stack, record, monkeypatch) -> None:
+    """Three patches, each changing the test file (so that each prefix runs
+    it) to one that records when it ran, taking a second and a half; its
+    code passes the linters, as a prefix's must."""
+    monkeypatch.setenv("PSTACK_TEST_RECORD", str(record))
+    slow = ("import os\n"
+            "import time\n\n\n"
+            "def test_ok():\n"
+            "    start = time.monotonic()\n"
+            "    time.sleep(1.5)\n"
+            "    with open(os.environ['PSTACK_TEST_RECORD'], 'a') as f:\n"
+            "        f.write(f'{start} {time.monotonic()}\\n')\n")
+    commit_change(stack.src, "tests/test_core.py",
+                  "def test_ok():\n    assert True\n", "# 1\n" + slow,
+                  "[Core] Slow test")
+    commit_change(stack.src, "tests/test_core.py", "# 1\n", "# 2\n",
+                  "[Core] Slow test, again")
+    commit_change(stack.src, "tests/test_core.py", "# 2\n", "# 3\n",
+                  "[Core] Slow test, a third time")
+    export(stack)
+
+
+def _overlaps(record) -> int:
+    spans = sorted(
+        tuple(map(float, line.split()))
+        for line in record.read_text().splitlines())
+    return sum(later[0] < earlier[1]
+               for earlier, later in zip(spans, spans[1:]))
+
+
+def test_prefixes_run_two_at_once_when_allowed_each_shown_whole(
+        stack, cb, tmp_path, capsys, monkeypatch):
+    record = tmp_path / "ran.txt"
+    _series_of_slow_tests(stack, record, monkeypatch)
+    results = cb.check_bisect(stack,
+                              results_file=tmp_path / "results.json",
+                              at_once=lambda: 2)
+    assert [r.subject for r in results] == [
+        "[Core] Slow test", "[Core] Slow test, again",
+        "[Core] Slow test, a third time"
+    ]
+    assert all(r.ok for r in results), [r.checks for r in results]
+    assert _overlaps(record) >= 1
+    # Each in a worktree of its own.
+    assert (stack.build / "bisect").is_dir()
+    assert (stack.build / "bisect-2").is_dir()
+    out = capsys.readouterr().out
+    # A prefix's lines follow its heading when it ends, not another's.
+    for n in (1, 2, 3):
+        assert f"[{n}/3] started: [Core] Slow test" in out
+        heading = out.index(f"[{n}/3] [Core] Slow test")
+        assert " passed" in out[heading:].splitlines()[1]
+
+
+def test_prefixes_run_one_at_a_time_by_default(stack, cb, tmp_path,
+                                               monkeypatch):
+    record = tmp_path / "ran.txt"
+    _series_of_slow_tests(stack, record, monkeypatch)
+    results = cb.check_bisect(stack, results_file=tmp_path / "results.json")
+    assert all(r.ok for r in results), [r.checks for r in results]
+    assert _overlaps(record) == 0
+    assert not (stack.build / "bisect-2").exists()

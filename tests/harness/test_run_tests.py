@@ -174,3 +174,62 @@ def test_a_part_beside_others_runs_one_batch_at_a_time(tmp_path, monkeypatch):
         counts, _ = vllm_tests_at_tip(layout, tmp_path, {})
     assert counts == Counts(passed=3)
     assert _overlaps(record) == 0
+
+
+def _line_after_its_tip_tests(tmp_path, monkeypatch) -> tuple[Line, list]:
+    """A line whose tip tests are done (one passed): what runs next, in
+    order, is recorded."""
+    layout = Line.at(tmp_path / "checkout", "0.10.2", tmp_path / "cache")
+    ran: list = []
+    monkeypatch.setattr(run_tests, "test_env", lambda: {})
+
+    def tip_tests(*args):
+        return Counts(passed=1), {"tests/test_a.py": "ok"}
+
+    monkeypatch.setattr(run_tests, "vllm_tests_at_tip", tip_tests)
+    monkeypatch.setattr(run_tests, "checked_at_tip", lambda line: True)
+    monkeypatch.delenv("PSTACK_NO_BISECT", raising=False)
+
+    def gate(line):
+        ran.append("gate")
+        return Counts(passed=1)
+
+    class Beside:
+
+        @classmethod
+        def start(cls, line):
+            ran.append("gate started")
+            return cls()
+
+        def running(self):
+            return False
+
+        def finish(self):
+            ran.append("gate finished")
+            return Counts(passed=1)
+
+    def bisect(line, tip_results, gate=None):
+        ran.append(("bisect", "beside the gate" if gate else "alone"))
+        return Counts(passed=2)
+
+    monkeypatch.setattr(run_tests, "lm_eval_gate", gate)
+    monkeypatch.setattr(run_tests, "_GateBeside", Beside)
+    monkeypatch.setattr(run_tests, "_bisect", bisect)
+    return layout, ran
+
+
+def test_the_last_part_running_runs_its_gate_beside_check_bisect(
+        tmp_path, monkeypatch):
+    layout, ran = _line_after_its_tip_tests(tmp_path, monkeypatch)
+    assert run_tests._run_line(layout) == Counts(passed=4)
+    assert ran == [
+        "gate started", ("bisect", "beside the gate"), "gate finished"
+    ]
+
+
+def test_a_part_beside_others_runs_its_gate_then_check_bisect(
+        tmp_path, monkeypatch):
+    layout, ran = _line_after_its_tip_tests(tmp_path, monkeypatch)
+    with running(layout.root, "0.9.2"):  # alive: this process
+        assert run_tests._run_line(layout) == Counts(passed=4)
+    assert ran == ["gate", ("bisect", "alone")]

@@ -16,6 +16,11 @@ Two ways to save time:
 - A prefix whose tree, test files and environment (venv, test setup, this
   tool) were already checked and passed at its own prefix, as recorded in
   build/check-bisect.json, is not checked again (`--again` forces it).
+- Called from `make test` (`at_once`), two prefixes are checked at once,
+  each in a scratch worktree of its own, while no other part of the run
+  keeps the cores busy: a prefix's pytest process waits for its engines
+  much of the time, and alone it left one core idle. Each prefix's output
+  is shown whole when it ends.
 
 Results (per patch: tree id, checks, test summary, where the tests ran) are
 kept in build/check-bisect.json; `make pr` quotes them.
@@ -30,6 +35,9 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from concurrent.futures import (FIRST_COMPLETED, Future, ThreadPoolExecutor,
+                                wait)
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -90,11 +98,15 @@ def env_key() -> str:
     return h.hexdigest()[:16]
 
 
-def check_patch(tree: GitRepo, commit: str, env: dict[str,
-                                                      str], skip_tests: bool,
-                deselect: list[str], covered: dict[str, str]) -> PatchResult:
+def check_patch(tree: GitRepo,
+                commit: str,
+                env: dict[str, str],
+                skip_tests: bool,
+                deselect: list[str],
+                covered: dict[str, str],
+                say: Callable[[str], None] = print) -> PatchResult:
     """Check one prefix. `covered`: test files whose result at the tip
-    stands for this prefix."""
+    stands for this prefix; `say`: where its lines of output go."""
     start = time.monotonic()
     tree.git("checkout", "-q", "--detach", commit)
     result = PatchResult(tree.subject(commit), commit, tree.tree(commit))
@@ -115,9 +127,10 @@ def check_patch(tree: GitRepo, commit: str, env: dict[str,
         result.tip_files = [f for f in result.tests if f in covered]
         outcomes = []
         if here:
-            outcomes.append(tests_here(tree.path, run_env, here, deselect))
+            outcomes.append(tests_here(tree.path, run_env, here, deselect,
+                                       say))
         if result.tip_files:
-            outcomes.append(tests_at_tip(result.tip_files, covered))
+            outcomes.append(tests_at_tip(result.tip_files, covered, say))
         for note, failed in outcomes:
             notes.append(note)
             failures += failed
@@ -151,8 +164,11 @@ def compile_check(cwd: Path, env: dict[str, str], py: list[str]) -> str:
     return (proc.stdout.strip().splitlines() or ["failed"])[-1]
 
 
-def tests_here(cwd: Path, env: dict[str, str], files: list[str],
-               deselect: list[str]) -> tuple[str, list[str]]:
+def tests_here(cwd: Path,
+               env: dict[str, str],
+               files: list[str],
+               deselect: list[str],
+               say: Callable[[str], None] = print) -> tuple[str, list[str]]:
     """Run the test files at this prefix: a note on the run, and the
     failure (with the first failed test) if any."""
     t0 = time.monotonic()
@@ -161,7 +177,7 @@ def tests_here(cwd: Path, env: dict[str, str], files: list[str],
         *[f"--deselect={d}" for d in deselect], *files
     ])
     summary = (proc.stdout.strip().splitlines() or ["no output"])[-1]
-    print(f"    {summary}  ({time.monotonic() - t0:.0f}s)", flush=True)
+    say(f"    {summary}  ({time.monotonic() - t0:.0f}s)")
     note = f"{len(files)} file(s) here: {summary}"
     if proc.returncode == 0:
         return note, []
@@ -170,20 +186,19 @@ def tests_here(cwd: Path, env: dict[str, str], files: list[str],
         if line.startswith(("FAILED ", "ERROR "))
     ]
     for line in failed:
-        print(f"    {line}", flush=True)
+        say(f"    {line}")
     return note, [summary + (f" ({failed[0]})" if failed else "")]
 
 
 def tests_at_tip(files: list[str],
-                 covered: dict[str, str]) -> tuple[str, list[str]]:
+                 covered: dict[str, str],
+                 say: Callable[[str], None] = print) -> tuple[str, list[str]]:
     """The test files identical at the tip, whose outcome in make test's run
     there stands for this prefix: a note, and the files that failed."""
     note = (f"{len(files)} file(s) identical at the tip, run there by make "
             "test")
-    print(
-        f"    {len(files)} test file(s) as at the tip: result of make "
-        "test's run",
-        flush=True)
+    say(f"    {len(files)} test file(s) as at the tip: result of make "
+        "test's run")
     return note, [f"{f}: {covered[f]}" for f in files if covered[f] != "ok"]
 
 
@@ -191,10 +206,12 @@ def check_bisect(layout: Line,
                  skip_tests: bool = False,
                  tip_results: dict[str, str] | None = None,
                  reuse: bool = True,
-                 results_file: Path | None = None) -> list[PatchResult]:
+                 results_file: Path | None = None,
+                 at_once: Callable[[], int] = lambda: 1) -> list[PatchResult]:
     """Check every prefix. `tip_results` (test file -> outcome of make
     test's run at the tip) lets a prefix reuse the tip's run of a file it
-    shares with the tip."""
+    shares with the tip; `at_once` says, each time a prefix is to start,
+    how many may be under way (each has a worktree of its own)."""
     results_file = results_file or layout.check_results
     pin = layout.pin
     src = VllmSrc(layout.src)
@@ -209,18 +226,17 @@ def check_bisect(layout: Line,
         r.tree: r
         for r in load_results(results_file) if r.env == key and r.complete
     }
-    tree = None
-    results = []
-    for i, commit in enumerate(commits, 1):
-        progress(f"[{i}/{len(commits)}] {src.subject(commit)[:70]}")
+    results: list[PatchResult | None] = [None] * len(commits)
+    todo: list[tuple[int, str, dict[str, str]]] = []
+    for i, commit in enumerate(commits):
         record = known.get(src.tree(commit))
         if reuse and not skip_tests and record:
-            results.append(
-                replace(record,
-                        commit=commit,
-                        reused_from=record.date,
-                        ran=f"as recorded on {record.date} for this tree: "
-                        f"{record.ran}"))
+            results[i] = replace(record,
+                                 commit=commit,
+                                 reused_from=record.date,
+                                 ran=f"as recorded on {record.date} for this "
+                                 f"tree: {record.ran}")
+            progress(f"[{i + 1}/{len(commits)}] {src.subject(commit)[:70]}")
             print(
                 f"    same tree, tools and venv as the passing check of "
                 f"{record.date}: not re-run",
@@ -234,14 +250,55 @@ def check_bisect(layout: Line,
                 src.git("diff", "--name-only", commit, tip, "--",
                         *tip_results).split())
             covered = {f: v for f, v in tip_results.items() if f not in differ}
-        if tree is None:
-            tree = src.scratch_worktree(layout.build / "bisect", SERIES)
-        r = check_patch(tree, commit, env, skip_tests, deselect, covered)
-        r.env = key
-        results.append(r)
+        todo.append((i, commit, covered))
+
+    # The scratch worktrees, made on first use; each one checks a prefix at
+    # a time.
+    free_trees: list[GitRepo] = []
+    made = 0
+
+    def check(i: int, commit: str, covered: dict[str, str],
+              tree: GitRepo) -> tuple[PatchResult, list[str]]:
+        lines: list[str] = []
+        result = check_patch(tree, commit, env, skip_tests, deselect, covered,
+                             lines.append)
+        result.env = key
+        return result, lines
+
+    in_flight: dict[Future, tuple[int, GitRepo]] = {}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        while todo or in_flight:
+            if todo and len(in_flight) < max(1, min(2, at_once())):
+                i, commit, covered = todo.pop(0)
+                if not free_trees:
+                    made += 1
+                    name = "bisect" if made == 1 else f"bisect-{made}"
+                    free_trees.append(
+                        src.scratch_worktree(layout.build / name, SERIES))
+                tree = free_trees.pop()
+                progress(f"[{i + 1}/{len(commits)}] started: "
+                         f"{src.subject(commit)[:70]}")
+                in_flight[pool.submit(check, i, commit, covered,
+                                      tree)] = (i, tree)
+                continue
+            done, _ = wait(in_flight, timeout=2, return_when=FIRST_COMPLETED)
+            for future in done:
+                i, tree = in_flight.pop(future)
+                free_trees.append(tree)
+                result, lines = future.result()
+                results[i] = result
+                beside = (f"; {len(in_flight)} other(s) under way"
+                          if in_flight else "")
+                progress(f"[{i + 1}/{len(commits)}] "
+                         f"{src.subject(commits[i])[:70]}  "
+                         f"({result.seconds:.0f}s{beside})")
+                if lines:
+                    print("\n".join(lines), flush=True)
+    checked = [r for r in results if r is not None]
+    assert len(checked) == len(commits)
     if not skip_tests:  # reused records stay as they were
-        save_results(results_file, [r for r in results if not r.reused_from])
-    return results
+        save_results(results_file, [r for r in checked if not r.reused_from])
+    return checked
 
 
 def print_report(results: list[PatchResult]) -> None:

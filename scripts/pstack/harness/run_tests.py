@@ -20,10 +20,12 @@ A line whose series changes upstream's code rather than adding its own
 also runs upstream's tests of that code (ci/vllm-suites-<version>.txt).
 check-bisect (check_bisect.py) checks every prefix of a tested line's
 series, reusing its tip run for test files a prefix shares with the tip;
-the lines' check-bisect runs take turns. Each linter and each prefix counts
-as one test. The final line sums it all up ("total: N passed, N failed, N
-skipped"). PSTACK_NO_BISECT=1 leaves check-bisect out; extra arguments
-(ARGS=...) are for pytest and run the project's tests only.
+the lines' check-bisect runs take turns. The last part running runs its
+lm-eval gate beside its check-bisect, whose prefixes then go two at a
+time. Each linter and each prefix counts as one test. The final line sums
+it all up ("total: N passed, N failed, N skipped"). PSTACK_NO_BISECT=1
+leaves check-bisect out; extra arguments (ARGS=...) are for pytest and run
+the project's tests only.
 
 This module orchestrates the run; the counts and the JUnit files they are
 read from are in junit.py, the lines' processes in line_parts.py.
@@ -39,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,7 +57,7 @@ from .line_parts import (LinePart, checked_at_tip, finish_line_part,
                          lines_checked_at_tip, one_bisect_at_a_time,
                          prepare_line, pstack_env, start_line_part,
                          stop_line_parts)
-from .running_parts import batches_at_once, running
+from .running_parts import batches_at_once, others_running, running
 from .testenv import deselected, test_env
 
 # What pytest prints of a long run's slowest tests: where CI's time goes
@@ -170,21 +173,34 @@ def lint_own_code(python: Path) -> Counts:
     return counts
 
 
-def _bisect(layout: Line, tip_results: dict[str, str]) -> Counts:
+def _bisect(layout: Line,
+            tip_results: dict[str, str],
+            gate: _GateBeside | None = None) -> Counts:
     """check-bisect over the series, reusing the tip run above; counts per
-    prefix."""
+    prefix. Its prefixes two at a time while no other part of the run, nor
+    the line's own lm-eval `gate`, is under way."""
     assert layout.root is not None
-    with one_bisect_at_a_time(layout.root):
+    root = layout.root
+
+    def at_once() -> int:
+        if gate is not None and gate.running():
+            return 1
+        return batches_at_once(root, layout.version)
+
+    with one_bisect_at_a_time(root):
         progress("check-bisect: every prefix of the series compiles, lints "
                  "and passes its tests (files identical at the tip: the run "
                  "above)")
-        return _bisect_now(layout, tip_results)
+        return _bisect_now(layout, tip_results, at_once)
 
 
-def _bisect_now(layout: Line, tip_results: dict[str, str]) -> Counts:
+def _bisect_now(layout: Line, tip_results: dict[str, str],
+                at_once: Callable[[], int]) -> Counts:
     start = time.monotonic()
     try:
-        results = check_bisect(layout, tip_results=tip_results)
+        results = check_bisect(layout,
+                               tip_results=tip_results,
+                               at_once=at_once)
     except UserError as e:
         print(f"error: check-bisect: {e}")
         return Counts(failed=1)
@@ -324,6 +340,41 @@ def lm_eval_gate(layout: Line) -> Counts:
                   failed=int(proc.returncode != 0))
 
 
+@dataclass
+class _GateBeside:
+    """The lm-eval gate in a process of its own, beside the line's
+    check-bisect, its output in a log (out/<version>/lm-eval.log) shown when
+    it ends."""
+
+    proc: subprocess.Popen
+    log: Path
+
+    @classmethod
+    def start(cls, layout: Line) -> _GateBeside:
+        version = layout.version
+        log = layout.out / "lm-eval.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        progress(f"lm-eval gate on vLLM {version}, beside check-bisect "
+                 f"(output in {log}, shown when it ends)")
+        with log.open("w") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "pstack", "lm-eval"],
+                cwd=REPO,
+                env=pstack_env(version),
+                stdout=out,
+                stderr=subprocess.STDOUT)
+        return cls(proc, log)
+
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def finish(self) -> Counts:
+        returncode = self.proc.wait()
+        progress(f"lm-eval gate ended (exit status {returncode}); its output:")
+        print(self.log.read_text(errors="replace"), end="", flush=True)
+        return Counts(passed=int(returncode == 0), failed=int(returncode != 0))
+
+
 def run_line(layout: Line) -> Counts:
     """A line's own part of the run, in its venv (this process): its vLLM
     tests at the tip, the lm-eval gate, check-bisect if it bisects; for a
@@ -339,15 +390,24 @@ def _run_line(layout: Line) -> Counts:
     env = test_env()
     with tempfile.TemporaryDirectory() as tmp:
         total, tip_results = vllm_tests_at_tip(layout, Path(tmp), env)
-    total += lm_eval_gate(layout)
     if os.environ.get("PSTACK_NO_BISECT") == "1":
-        return total
-    if checked_at_tip(layout):
-        total += _bisect(layout, tip_results)
-    else:
+        return total + lm_eval_gate(layout)
+    if not checked_at_tip(layout):
         progress(f"check-bisect: not for line {layout.version} (a line "
                  "between the oldest and the newest one; `make check-bisect "
                  "LINE=<version>` checks its prefixes)")
+        return total + lm_eval_gate(layout)
+    if others_running(layout.root or REPO, layout.version):
+        # The other parts keep the cores busy: one thing at a time.
+        total += lm_eval_gate(layout)
+        return total + _bisect(layout, tip_results)
+    # The last part running: the gate on one core, check-bisect's prefixes
+    # on the other (two at a time once the gate has ended).
+    gate = _GateBeside.start(layout)
+    try:
+        total += _bisect(layout, tip_results, gate)
+    finally:
+        total += gate.finish()
     return total
 
 
