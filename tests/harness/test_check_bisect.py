@@ -75,16 +75,19 @@ def test_every_file_the_record_depends_on_exists():
     assert missing == []
 
 
-def _series_of_slow_tests(stack, record, monkeypatch) -> None:
+def _series_of_slow_tests(stack,
+                          record,
+                          monkeypatch,
+                          seconds: float = 1.5) -> None:
     """Three patches, each changing the test file (so that each prefix runs
-    it) to one that records when it ran, taking a second and a half; its
-    code passes the linters, as a prefix's must."""
+    it) to one that records when it ran, taking `seconds`; its code passes
+    the linters, as a prefix's must."""
     monkeypatch.setenv("PSTACK_TEST_RECORD", str(record))
     slow = ("import os\n"
             "import time\n\n\n"
             "def test_ok():\n"
             "    start = time.monotonic()\n"
-            "    time.sleep(1.5)\n"
+            f"    time.sleep({seconds})\n"
             "    with open(os.environ['PSTACK_TEST_RECORD'], 'a') as f:\n"
             "        f.write(f'{start} {time.monotonic()}\\n')\n")
     commit_change(stack.src, "tests/test_core.py",
@@ -108,7 +111,9 @@ def _overlaps(record) -> int:
 def test_prefixes_run_two_at_once_when_allowed_each_shown_whole(
         stack, cb, tmp_path, capsys, monkeypatch):
     record = tmp_path / "ran.txt"
-    _series_of_slow_tests(stack, record, monkeypatch)
+    # Long enough that two prefixes started together overlap even when a
+    # loaded machine (make test's parts beside) staggers their linters.
+    _series_of_slow_tests(stack, record, monkeypatch, seconds=5)
     results = cb.check_bisect(stack,
                               results_file=tmp_path / "results.json",
                               at_once=lambda: 2)
