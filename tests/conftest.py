@@ -230,3 +230,13 @@ def write_lines(root: Path, versions: dict[str, bool]) -> None:
         (root / "lines" / version).mkdir(parents=True)
         write_base_pin(root / "lines" / version / "base.toml", version,
                        cpu_wheel)
+
+
+def overlaps(record: Path) -> int:
+    """How many of the runs recorded in `record` (a line `start end` each,
+    in seconds) began before the one started just before them ended."""
+    spans = sorted(
+        tuple(map(float, line.split()))
+        for line in record.read_text().splitlines())
+    return sum(later[0] < earlier[1]
+               for earlier, later in zip(spans, spans[1:]))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import commit_change
+from conftest import commit_change, overlaps
 from pstack.harness import check_bisect
 from pstack.queue.apply import apply
 from pstack.queue.export import export
@@ -100,14 +100,6 @@ def _series_of_slow_tests(stack,
     export(stack)
 
 
-def _overlaps(record) -> int:
-    spans = sorted(
-        tuple(map(float, line.split()))
-        for line in record.read_text().splitlines())
-    return sum(later[0] < earlier[1]
-               for earlier, later in zip(spans, spans[1:]))
-
-
 def test_prefixes_run_two_at_once_when_allowed_each_shown_whole(
         stack, cb, tmp_path, capsys, monkeypatch):
     record = tmp_path / "ran.txt"
@@ -122,7 +114,7 @@ def test_prefixes_run_two_at_once_when_allowed_each_shown_whole(
         "[Core] Slow test, a third time"
     ]
     assert all(r.ok for r in results), [r.checks for r in results]
-    assert _overlaps(record) >= 1
+    assert overlaps(record) >= 1
     # Each in a worktree of its own.
     assert (stack.build / "bisect").is_dir()
     assert (stack.build / "bisect-2").is_dir()
@@ -140,5 +132,5 @@ def test_prefixes_run_one_at_a_time_by_default(stack, cb, tmp_path,
     _series_of_slow_tests(stack, record, monkeypatch)
     results = cb.check_bisect(stack, results_file=tmp_path / "results.json")
     assert all(r.ok for r in results), [r.checks for r in results]
-    assert _overlaps(record) == 0
+    assert overlaps(record) == 0
     assert not (stack.build / "bisect-2").exists()

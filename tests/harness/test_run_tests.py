@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import write_base_pin, write_lines
+from conftest import overlaps, write_base_pin, write_lines
 from pstack.core.errors import UserError
 from pstack.core.line import Line
 from pstack.harness import run_tests
@@ -147,14 +147,6 @@ def _line_of_three_batches(tmp_path, monkeypatch) -> tuple[Line, Path]:
     return layout, record
 
 
-def _overlaps(record: Path) -> int:
-    spans = sorted(
-        tuple(map(float, line.split()))
-        for line in record.read_text().splitlines())
-    return sum(later[0] < earlier[1]
-               for earlier, later in zip(spans, spans[1:]))
-
-
 def test_the_last_part_running_runs_two_batches_at_once(
         tmp_path, monkeypatch, capsys):
     layout, record = _line_of_three_batches(tmp_path, monkeypatch)
@@ -163,7 +155,7 @@ def test_the_last_part_running_runs_two_batches_at_once(
     assert set(by_file) == {
         "tests/test_unit.py", "tests/test_e1.py", "tests/test_e2.py"
     }
-    assert _overlaps(record) >= 1
+    assert overlaps(record) >= 1
     # Each batch's output is shown whole.
     assert capsys.readouterr().out.count("1 passed") == 3
 
@@ -173,7 +165,7 @@ def test_a_part_beside_others_runs_one_batch_at_a_time(tmp_path, monkeypatch):
     with running(layout.root, "0.9.2"):  # alive: this process
         counts, _ = vllm_tests_at_tip(layout, tmp_path, {})
     assert counts == Counts(passed=3)
-    assert _overlaps(record) == 0
+    assert overlaps(record) == 0
 
 
 def _line_after_its_tip_tests(tmp_path, monkeypatch) -> tuple[Line, list]:
