@@ -406,9 +406,10 @@ def _run_line(layout: Line) -> Counts:
     gate = _GateBeside.start(layout)
     try:
         total += _bisect(layout, tip_results, gate)
-    finally:
-        total += gate.finish()
-    return total
+    except BaseException:
+        gate.proc.kill()  # interrupted: the gate goes with the part
+        raise
+    return total + gate.finish()
 
 
 def finish(total: Counts, returncodes: list[int], start: float) -> int:
