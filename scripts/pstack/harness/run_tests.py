@@ -331,13 +331,20 @@ def lm_eval_gate(layout: Line) -> Counts:
     """The lm-eval gate on this line's vLLM (`make lm-eval LINE=...`): one
     test, the oldest line's included (the project's tests check the gate's
     verdicts and its self-test, not the gate on a line)."""
-    version = layout.version
-    progress(f"lm-eval gate on vLLM {version}")
-    proc = subprocess.run([sys.executable, "-m", "pstack", "lm-eval"],
+    progress(f"lm-eval gate on vLLM {layout.version}")
+    proc = subprocess.run(GATE_COMMAND,
                           cwd=REPO,
-                          env=pstack_env(version))
-    return Counts(passed=int(proc.returncode == 0),
-                  failed=int(proc.returncode != 0))
+                          env=pstack_env(layout.version))
+    return gate_counts(proc.returncode)
+
+
+# `make lm-eval` of the line in pstack_env's PSTACK_LINE.
+GATE_COMMAND = [sys.executable, "-m", "pstack", "lm-eval"]
+
+
+def gate_counts(returncode: int) -> Counts:
+    """The gate counts as one test."""
+    return Counts(passed=int(returncode == 0), failed=int(returncode != 0))
 
 
 @dataclass
@@ -357,12 +364,11 @@ class _GateBeside:
         progress(f"lm-eval gate on vLLM {version}, beside check-bisect "
                  f"(output in {log}, shown when it ends)")
         with log.open("w") as out:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "pstack", "lm-eval"],
-                cwd=REPO,
-                env=pstack_env(version),
-                stdout=out,
-                stderr=subprocess.STDOUT)
+            proc = subprocess.Popen(GATE_COMMAND,
+                                    cwd=REPO,
+                                    env=pstack_env(version),
+                                    stdout=out,
+                                    stderr=subprocess.STDOUT)
         return cls(proc, log)
 
     def running(self) -> bool:
@@ -372,7 +378,7 @@ class _GateBeside:
         returncode = self.proc.wait()
         progress(f"lm-eval gate ended (exit status {returncode}); its output:")
         print(self.log.read_text(errors="replace"), end="", flush=True)
-        return Counts(passed=int(returncode == 0), failed=int(returncode != 0))
+        return gate_counts(returncode)
 
 
 def run_line(layout: Line) -> Counts:
