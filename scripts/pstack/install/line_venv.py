@@ -4,6 +4,7 @@ of its inputs, so that a re-run with the same inputs does nothing."""
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import subprocess
 import sys
@@ -66,3 +67,55 @@ def pip(layout: Line,
     run_process([layout.venv_python, "-m", "pip", *args],
                 check=check,
                 capture=capture)
+
+
+# lm-eval requires scikit-learn, for the metrics of some of its own tasks
+# (none that `make lm-eval` runs), and scikit-learn requires scipy.
+# transformers imports both wherever they are installed, in every process
+# that imports vLLM (its generation utilities, its loss functions): some
+# 2.5 CPU-s a process on vLLM 0.32, whose CPU wheel requires neither, and a
+# CI run starts hundreds of such processes (engines, their workers, pytest).
+LM_EVAL_ONLY = ("scikit-learn", "scipy")
+
+# Prints, for each installed package of those named in argv[1] (a JSON
+# list of normalized names), the packages that require it (no extras).
+_REQUIRERS = """
+import json, re, sys
+from importlib.metadata import distributions
+
+def norm(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+wanted = json.loads(sys.argv[1])
+dists = list(distributions())
+found = {norm(d.metadata["Name"]) for d in dists} & set(wanted)
+requirers = {name: [] for name in found}
+for dist in dists:
+    for req in dist.requires or []:
+        if re.search(r"\\bextra\\s*==", req):
+            continue
+        name = norm(re.split(r"[\\s;<>=!~\\[(]", req, maxsplit=1)[0])
+        if name in requirers:
+            requirers[name].append(norm(dist.metadata["Name"]))
+print(json.dumps(requirers))
+"""
+
+
+def drop_lm_eval_only(layout: Line, holder: Line | None = None) -> None:
+    """Uninstall those of LM_EVAL_ONLY that no package but lm-eval and
+    they require (vLLM 0.9.2 and 0.10.2 require scipy: it stays), as
+    `layout`'s Python sees them; `holder`: the line whose venv holds them
+    (the shared runtime's, for a line that shares it)."""
+    proc = run_process(
+        [layout.venv_python, "-c", _REQUIRERS,
+         json.dumps(LM_EVAL_ONLY)],
+        capture=True)
+    requirers = json.loads(proc.stdout.strip().splitlines()[-1])
+    drop: list[str] = []
+    for name in LM_EVAL_ONLY:  # each after the packages that require it
+        if name in requirers and set(requirers[name]) <= {"lm-eval", *drop}:
+            drop.append(name)
+    if drop:
+        progress(f"uninstalling {' '.join(drop)} (lm-eval's, imported by "
+                 "every vLLM process, used by none of its tests)")
+        pip(holder or layout, "uninstall", "-y", "-q", *drop)

