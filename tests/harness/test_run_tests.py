@@ -200,7 +200,7 @@ def _line_after_its_tip_tests(tmp_path, monkeypatch) -> tuple[Line, list]:
             ran.append("gate finished")
             return Counts(passed=1)
 
-    def bisect(line, tip_results, gate=None):
+    def bisect(line, tip_results, gate=None, forks=None):
         ran.append(("bisect", "beside the gate" if gate else "alone"))
         return Counts(passed=2)
 

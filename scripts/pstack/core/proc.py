@@ -52,15 +52,3 @@ def cpu_seconds() -> float:
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (mine.ru_utime + mine.ru_stime + children.ru_utime +
             children.ru_stime)
-
-
-def reap_if_ended(proc: subprocess.Popen) -> float | None:
-    """The CPU time of `proc` (and of the children it waited for) if it has
-    ended, reaping it (its returncode set); None while it runs."""
-    if proc.returncode is not None:
-        raise ValueError(f"process {proc.pid} was reaped already")
-    pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-    if pid == 0:
-        return None
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return usage.ru_utime + usage.ru_stime

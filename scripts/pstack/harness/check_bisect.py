@@ -6,7 +6,7 @@ pass the base's linters (ruff, yapf, isort with the base's own settings),
 and the vLLM test files it adds or modifies pass. The compiled extension and
 the venv are shared: the series changes Python only.
 
-Two ways to save time:
+Ways to save time:
 - Called from `make test` (`tip_results`), a patch's test file that is
   byte-identical at the tip is not run again at the prefix: make test has
   just run it at the tip, and its result there is reported. This catches a
@@ -16,6 +16,10 @@ Two ways to save time:
 - A prefix whose tree, test files and environment (venv, test setup, this
   tool) were already checked and passed at its own prefix, as recorded in
   build/check-bisect.json, is not checked again (`--again` forces it).
+- Called from `make test` (`forks`), a prefix's pytest run is forked from
+  a server that has imported, once, the modules from outside the tree that
+  vLLM's tests/conftest.py needs at the tip (pytest_forks.py): the run
+  imports only its prefix's vLLM and tests.
 - Called from `make test` (`at_once`), two prefixes are checked at once,
   each in a scratch worktree of its own, while no other part of the run
   keeps the cores busy: a prefix's pytest process waits for its engines
@@ -34,6 +38,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import (FIRST_COMPLETED, Future, ThreadPoolExecutor,
@@ -49,6 +54,7 @@ from ..core.line import Line
 from ..core.lint import lint, linters_for
 from ..core.vllm_src import SERIES, VllmSrc
 from ..install.line_venv import stamp
+from .pytest_forks import PytestForks
 from .testenv import DESELECT_FILE, deselected, test_env
 
 HERE = Path(__file__).parent
@@ -104,9 +110,11 @@ def check_patch(tree: GitRepo,
                 skip_tests: bool,
                 deselect: list[str],
                 covered: dict[str, str],
-                say: Callable[[str], None] = print) -> PatchResult:
+                say: Callable[[str], None] = print,
+                forks: PytestForks | None = None) -> PatchResult:
     """Check one prefix. `covered`: test files whose result at the tip
-    stands for this prefix; `say`: where its lines of output go."""
+    stands for this prefix; `say`: where its lines of output go; `forks`:
+    the server to fork its pytest run from (else a process of its own)."""
     start = time.monotonic()
     tree.git("checkout", "-q", "--detach", commit)
     result = PatchResult(tree.subject(commit), commit, tree.tree(commit))
@@ -127,8 +135,8 @@ def check_patch(tree: GitRepo,
         result.tip_files = [f for f in result.tests if f in covered]
         outcomes = []
         if here:
-            outcomes.append(tests_here(tree.path, run_env, here, deselect,
-                                       say))
+            outcomes.append(
+                tests_here(tree.path, run_env, here, deselect, say, forks))
         if result.tip_files:
             outcomes.append(tests_at_tip(result.tip_files, covered, say))
         for note, failed in outcomes:
@@ -168,26 +176,42 @@ def tests_here(cwd: Path,
                env: dict[str, str],
                files: list[str],
                deselect: list[str],
-               say: Callable[[str], None] = print) -> tuple[str, list[str]]:
+               say: Callable[[str], None] = print,
+               forks: PytestForks | None = None) -> tuple[str, list[str]]:
     """Run the test files at this prefix: a note on the run, and the
     failure (with the first failed test) if any."""
     t0 = time.monotonic()
-    proc = run_python(cwd, env, [
-        "-m", "pytest", "-q", "-p", "no:cacheprovider",
-        *[f"--deselect={d}" for d in deselect], *files
-    ])
-    summary = (proc.stdout.strip().splitlines() or ["no output"])[-1]
+    args = [
+        "-q", "-p", "no:cacheprovider", *[f"--deselect={d}" for d in deselect],
+        *files
+    ]
+    returncode, output = _pytest(cwd, env, args, forks)
+    summary = (output.strip().splitlines() or ["no output"])[-1]
     say(f"    {summary}  ({time.monotonic() - t0:.0f}s)")
     note = f"{len(files)} file(s) here: {summary}"
-    if proc.returncode == 0:
+    if returncode == 0:
         return note, []
     failed = [
-        line for line in proc.stdout.splitlines()
+        line for line in output.splitlines()
         if line.startswith(("FAILED ", "ERROR "))
     ]
     for line in failed:
         say(f"    {line}")
     return note, [summary + (f" ({failed[0]})" if failed else "")]
+
+
+def _pytest(cwd: Path, env: dict[str, str], args: list[str],
+            forks: PytestForks | None) -> tuple[int, str]:
+    """`python -m pytest <args>` in `cwd`, forked from `forks` if given:
+    its exit status and output."""
+    if forks is None:
+        proc = run_python(cwd, env, ["-m", "pytest", *args])
+        return proc.returncode, proc.stdout
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "pytest.log"
+        returncode = forks.submit(cwd, args, log, env).wait()
+        output = log.read_text(errors="replace") if log.exists() else ""
+    return returncode, output
 
 
 def tests_at_tip(files: list[str],
@@ -207,11 +231,13 @@ def check_bisect(layout: Line,
                  tip_results: dict[str, str] | None = None,
                  reuse: bool = True,
                  results_file: Path | None = None,
-                 at_once: Callable[[], int] = lambda: 1) -> list[PatchResult]:
+                 at_once: Callable[[], int] = lambda: 1,
+                 forks: PytestForks | None = None) -> list[PatchResult]:
     """Check every prefix. `tip_results` (test file -> outcome of make
     test's run at the tip) lets a prefix reuse the tip's run of a file it
     shares with the tip; `at_once` says, each time a prefix is to start,
-    how many may be under way (each has a worktree of its own)."""
+    how many may be under way (each has a worktree of its own); `forks`:
+    the server to fork the prefixes' pytest runs from."""
     results_file = results_file or layout.check_results
     pin = layout.pin
     src = VllmSrc(layout.src)
@@ -261,7 +287,7 @@ def check_bisect(layout: Line,
               tree: GitRepo) -> tuple[PatchResult, list[str]]:
         lines: list[str] = []
         result = check_patch(tree, commit, env, skip_tests, deselect, covered,
-                             lines.append)
+                             lines.append, forks)
         result.env = key
         return result, lines
 

@@ -48,7 +48,7 @@ from pathlib import Path
 from ..core.errors import UserError, progress
 from ..core.line import NO_RUNTIME, REPO, Line
 from ..core.lint import lint, linters_for
-from ..core.proc import cpu_seconds, reap_if_ended
+from ..core.proc import cpu_seconds
 from ..core.vllm_src import SERIES, VllmSrc
 from .carried_checks import check_carried
 from .check_bisect import check_bisect, print_report
@@ -57,6 +57,7 @@ from .line_parts import (LinePart, checked_at_tip, finish_line_part,
                          lines_checked_at_tip, one_bisect_at_a_time,
                          prepare_line, pstack_env, start_line_part,
                          stop_line_parts)
+from .pytest_forks import ForkedRun, PytestForks
 from .running_parts import batches_at_once, others_running, running
 from .testenv import deselected, test_env
 
@@ -175,10 +176,12 @@ def lint_own_code(python: Path) -> Counts:
 
 def _bisect(layout: Line,
             tip_results: dict[str, str],
-            gate: _GateBeside | None = None) -> Counts:
+            gate: _GateBeside | None = None,
+            forks: PytestForks | None = None) -> Counts:
     """check-bisect over the series, reusing the tip run above; counts per
     prefix. Its prefixes two at a time while no other part of the run, nor
-    the line's own lm-eval `gate`, is under way."""
+    the line's own lm-eval `gate`, is under way; their pytest runs forked
+    from `forks` if given."""
     assert layout.root is not None
     root = layout.root
 
@@ -191,16 +194,19 @@ def _bisect(layout: Line,
         progress("check-bisect: every prefix of the series compiles, lints "
                  "and passes its tests (files identical at the tip: the run "
                  "above)")
-        return _bisect_now(layout, tip_results, at_once)
+        return _bisect_now(layout, tip_results, at_once, forks)
 
 
-def _bisect_now(layout: Line, tip_results: dict[str, str],
-                at_once: Callable[[], int]) -> Counts:
+def _bisect_now(layout: Line,
+                tip_results: dict[str, str],
+                at_once: Callable[[], int],
+                forks: PytestForks | None = None) -> Counts:
     start = time.monotonic()
     try:
         results = check_bisect(layout,
                                tip_results=tip_results,
-                               at_once=at_once)
+                               at_once=at_once,
+                               forks=forks)
     except UserError as e:
         print(f"error: check-bisect: {e}")
         return Counts(failed=1)
@@ -232,7 +238,10 @@ def vllm_tests_at_tip(layout: Line, tmp: Path,
     tip: counts, and the outcome per file (check-bisect reuses it). Its
     pytest batches run one at a time while other parts of the run keep the
     cores busy, two at a time once this part is the only one left
-    (running_parts.py)."""
+    (running_parts.py), each forked from a server that has imported the
+    tip's tests/conftest.py (pytest_forks.py; it leaves the names of the
+    modules it imported from outside the tree in `tmp`/modules.txt, for
+    check-bisect's)."""
     touched = touched_vllm_tests(layout)
     suites = [f for f in upstream_suite_tests(layout) if f not in touched]
     if suites:
@@ -246,21 +255,30 @@ def vllm_tests_at_tip(layout: Line, tmp: Path,
     root = layout.root or REPO
     pending = list(enumerate(pytest_batches(layout.src, vllm_tests)))
     in_flight: list[_Batch] = []
-    while pending or in_flight:
-        for batch in [b for b in in_flight if b.ended()]:
-            in_flight.remove(batch)
-            counts += batch.finish()
-            by_file.update(junit_by_file(batch.junit, batch.files))
-        if pending and len(in_flight) < batches_at_once(root, layout.version):
-            index, files = pending.pop(0)
-            in_flight.append(
-                _Batch.start(layout, index, files, tmp, env, bool(in_flight)))
-            continue
-        time.sleep(2)
+    run_env = {**os.environ, **env}
+    with PytestForks("tree", layout.src, run_env, tmp / MODULES) as forks:
+        while pending or in_flight:
+            for batch in [b for b in in_flight if b.ended()]:
+                in_flight.remove(batch)
+                counts += batch.finish()
+                by_file.update(junit_by_file(batch.junit, batch.files))
+            if pending and len(in_flight) < batches_at_once(
+                    root, layout.version):
+                index, files = pending.pop(0)
+                in_flight.append(
+                    _Batch.start(forks, layout, index, files, tmp,
+                                 bool(in_flight)))
+                continue
+            time.sleep(2)
     if vllm_tests:
         progress(f"vLLM tests at the tip of {layout.src.name} done "
                  f"({time.monotonic() - start:.0f}s)")
     return counts, by_file
+
+
+# Where vllm_tests_at_tip's server leaves the names of the modules it
+# imported from outside the tree.
+MODULES = "modules.txt"
 
 
 @dataclass
@@ -272,55 +290,46 @@ class _Batch:
     files: list[str]
     junit: Path
     log: Path
-    proc: subprocess.Popen
+    run: ForkedRun
     started: float
-    cpu: float = 0.0
 
     @classmethod
-    def start(cls, layout: Line, index: int, files: list[str], tmp: Path,
-              env: dict[str, str], beside_another: bool) -> _Batch:
+    def start(cls, forks: PytestForks, layout: Line, index: int,
+              files: list[str], tmp: Path, beside_another: bool) -> _Batch:
         junit = tmp / f"vllm-{index}.xml"
         log = layout.out / "batches" / f"{index}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         skip = [f"--deselect={node}" for node in deselected()]
         # The slowest tests of a batch of many files, for the run's budget.
         durations = [DURATIONS] if len(files) > 1 else []
-        cmd = [
-            sys.executable, "-m", "pytest", f"--junitxml={junit}", "-p",
-            "no:cacheprovider", *durations, *skip, *files
+        args = [
+            f"--junitxml={junit}", "-p", "no:cacheprovider", *durations, *skip,
+            *files
         ]
         beside = ", beside the batch before it" if beside_another else ""
-        progress(" ".join(cmd[2:]) + f"   (in {layout.src}{beside}; "
-                 f"output in {log}, shown when it ends)")
-        with log.open("w") as out:
-            proc = subprocess.Popen(cmd,
-                                    cwd=layout.src,
-                                    env={
-                                        **os.environ,
-                                        **env
-                                    },
-                                    stdout=out,
-                                    stderr=subprocess.STDOUT)
-        return cls(files, junit, log, proc, time.monotonic())
+        progress("pytest " + " ".join(args) +
+                 f"   (in {layout.src}{beside}; output in {log}, shown when "
+                 "it ends)")
+        run = forks.submit(layout.src, args, log)
+        return cls(files, junit, log, run, time.monotonic())
 
     def ended(self) -> bool:
-        """Whether its pytest process has ended (reaped, its CPU time and
-        its engines' kept)."""
-        cpu = reap_if_ended(self.proc)
-        if cpu is None:
-            return False
-        self.cpu = cpu
-        return True
+        """Whether its pytest process has ended (its CPU time and its
+        engines' counted)."""
+        return self.run.ended()
 
     def finish(self) -> Counts:
         """Show its output; its counts (pytest's own failure, collection
         say, counts as one)."""
-        returncode = self.proc.wait()
+        returncode = self.run.wait()
         wall = time.monotonic() - self.started
         progress(f"pytest of {', '.join(self.files)} ended "
                  f"(exit status {returncode}; {wall:.0f}s, "
-                 f"{self.cpu:.0f} CPU-s); its output:")
-        print(self.log.read_text(errors="replace"), end="", flush=True)
+                 f"{self.run.cpu:.0f} CPU-s); its output:")
+        print(self.log.read_text(errors="replace")
+              if self.log.exists() else "(none: its pytest server had ended)",
+              end="",
+              flush=True)
         counts = junit_counts(self.junit)
         if returncode not in (0, 5) and not counts.failed:
             counts += Counts(failed=1)
@@ -396,22 +405,32 @@ def _run_line(layout: Line) -> Counts:
     env = test_env()
     with tempfile.TemporaryDirectory() as tmp:
         total, tip_results = vllm_tests_at_tip(layout, Path(tmp), env)
-    if os.environ.get("PSTACK_NO_BISECT") == "1":
-        return total + lm_eval_gate(layout)
-    if not checked_at_tip(layout):
-        progress(f"check-bisect: not for line {layout.version} (a line "
-                 "between the oldest and the newest one; `make check-bisect "
-                 "LINE=<version>` checks its prefixes)")
-        return total + lm_eval_gate(layout)
+        if os.environ.get("PSTACK_NO_BISECT") == "1":
+            return total + lm_eval_gate(layout)
+        if not checked_at_tip(layout):
+            progress(f"check-bisect: not for line {layout.version} (a line "
+                     "between the oldest and the newest one; `make "
+                     "check-bisect LINE=<version>` checks its prefixes)")
+            return total + lm_eval_gate(layout)
+        # The prefixes' pytest runs, forked from a server that has imported
+        # what the tip's did from outside its tree.
+        run_env = {**os.environ, **env}
+        with PytestForks("outside", layout.src, run_env,
+                         Path(tmp) / MODULES) as forks:
+            return total + _gate_and_bisect(layout, tip_results, forks)
+
+
+def _gate_and_bisect(layout: Line, tip_results: dict[str, str],
+                     forks: PytestForks) -> Counts:
     if others_running(layout.root or REPO, layout.version):
         # The other parts keep the cores busy: one thing at a time.
-        total += lm_eval_gate(layout)
-        return total + _bisect(layout, tip_results)
+        total = lm_eval_gate(layout)
+        return total + _bisect(layout, tip_results, forks=forks)
     # The last part running: the gate on one core, check-bisect's prefixes
     # on the other (two at a time once the gate has ended).
     gate = _GateBeside.start(layout)
     try:
-        total += _bisect(layout, tip_results, gate)
+        total = _bisect(layout, tip_results, gate, forks)
     except BaseException:
         gate.proc.kill()  # interrupted: the gate goes with the part
         raise
