@@ -108,9 +108,12 @@ def test_a_line_without_a_runtime_is_checked_beside_the_newest_with_one(
     assert [line.version for line in checked] == ["0.9.2", "0.32.0", "0.33.0"]
 
 
-def test_the_newest_line_is_set_up_and_started_first(tmp_path):
-    # Its part is the run's longest; the oldest line's setup (its CPU
-    # extension built from source) runs beside it.
+def test_a_line_without_a_runtime_starts_first_then_the_newest_with_one(
+        tmp_path):
+    # The newest line's part is the run's longest; the oldest line's setup
+    # (its CPU extension built from source) runs beside it. A line without
+    # a runtime needs no setup of the others: its part starts before all,
+    # beside the newest line's setup.
     write_lines(tmp_path, {
         "0.9.2": False,
         "0.10.2": True,
@@ -119,7 +122,7 @@ def test_the_newest_line_is_set_up_and_started_first(tmp_path):
     })
     oldest = Line.at(tmp_path, "0.9.2", tmp_path / "cache")
     order = setup_order(lines_checked_at_tip(oldest))
-    assert [line.version for line in order] == ["0.32.0", "0.9.2", "0.33.0"]
+    assert [line.version for line in order] == ["0.33.0", "0.32.0", "0.9.2"]
 
 
 def _line_of_three_batches(tmp_path, monkeypatch) -> tuple[Line, Path]:

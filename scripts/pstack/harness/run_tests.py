@@ -473,14 +473,18 @@ def test_env_in(python: Path) -> dict[str, str]:
 
 def setup_order(lines: list[Line]) -> list[Line]:
     """The order in which `make test` sets the lines up and starts their
-    parts: those with a CPU runtime newest first, then those without one.
-    The newest line's part is the run's longest (it runs upstream's suites
-    too), so it starts first, while the oldest line is set up beside it
-    (its venv, and vLLM's CPU extension built from source: minutes); the
-    oldest line's part and the project's tests follow."""
+    parts: those without a CPU runtime first, then those with one, newest
+    first. A line without a runtime sets itself up in its part and needs
+    nothing the others make, so its part starts at once, on the core that
+    the setup of the first line with a runtime (one pip or git step after
+    another) leaves idle. The newest line's part is the run's longest (it
+    runs upstream's suites too), so it starts next, while the oldest line
+    is set up beside it (its venv, and vLLM's CPU extension built from
+    source: minutes); the oldest line's part and the project's tests
+    follow."""
     with_runtime = [line for line in lines if line.runtime != NO_RUNTIME]
     without = [line for line in lines if line.runtime == NO_RUNTIME]
-    return with_runtime[::-1] + without
+    return without + with_runtime[::-1]
 
 
 def project_tests(tooling: Line, pytest_args: list[str],
