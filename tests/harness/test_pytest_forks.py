@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from pstack.harness.pytest_forks import PytestForks
 
 # What a run's test records of the process it runs in.
@@ -139,9 +140,11 @@ def test_a_prefix_run_imports_its_own_trees_vllm(tmp_path):
     assert forked["cwd"] == str(prefix)
 
 
-def test_a_run_gets_the_thread_count_of_a_fresh_process(tmp_path):
-    # The server imports torch with one OpenMP thread; a run whose
-    # environment leaves OMP_NUM_THREADS unset gets torch's own default.
+@pytest.mark.parametrize("omp_threads", [None, "3"])
+def test_a_run_gets_the_thread_count_of_a_fresh_process(tmp_path, omp_threads):
+    # The server imports torch with one OpenMP thread; a run gets what
+    # torch would start with in a process of its own, whether its
+    # environment sets OMP_NUM_THREADS or not.
     tree = _tree(tmp_path / "tip", "tip")
     (tree / "tests" / "conftest.py").write_text("import torch\n")
     (tree / "tests" / "test_threads.py").write_text(
@@ -150,15 +153,19 @@ def test_a_run_gets_the_thread_count_of_a_fresh_process(tmp_path):
         "    with open(os.environ['PROBE_OUT'], 'w') as f:\n"
         "        f.write(str(torch.get_num_threads()))\n")
     env = _env(tmp_path, "threads", tree)
+    if omp_threads is not None:
+        env["OMP_NUM_THREADS"] = omp_threads
     fresh = subprocess.run(
         [sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
         env=env,
         check=True,
         capture_output=True,
         text=True).stdout.strip()
-    with PytestForks("tree", tree, env, tmp_path / "modules.txt") as forks:
+    server_env = {k: v for k, v in env.items() if k != "OMP_NUM_THREADS"}
+    with PytestForks("tree", tree, server_env,
+                     tmp_path / "modules.txt") as forks:
         run = forks.submit(tree, ["-q", "tests/test_threads.py"],
-                           tmp_path / "threads.log")
+                           tmp_path / "threads.log", env)
         assert run.wait() == 0, (tmp_path / "threads.log").read_text()
     assert Path(env["PROBE_OUT"]).read_text() == fresh
 

@@ -18,8 +18,7 @@ Two kinds of server:
 
 The server imports with one OpenMP thread, so that it starts no thread
 pool that a fork would inherit without its threads; each run gets its
-environment back and, where OMP_NUM_THREADS is unset, torch's thread count
-of a fresh process (one per CPU it may run on).
+environment back and torch's thread count of a fresh process with it.
 
 Protocol, JSON lines: a request on the server's stdin ({"id", "cwd",
 "args", "env", "log"}), an answer on its stdout when the run ends ({"id",
@@ -118,10 +117,25 @@ def _with_one_omp_thread(imports) -> None:
             os.environ["OMP_NUM_THREADS"] = threads
 
 
-def _run(request: dict, base_path: list[str]) -> None:
+def _fresh_thread_count(env: dict[str, str]) -> int | None:
+    """torch's thread count in a fresh process with `env` (which depends on
+    OMP_NUM_THREADS and the CPUs the process may run on), asked of one;
+    None if it cannot say."""
+    proc = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True)
+    lines = proc.stdout.split()
+    return int(lines[-1]) if proc.returncode == 0 and lines else None
+
+
+def _run(request: dict, base_path: list[str],
+         torch_threads: int | None) -> None:
     """In the forked child: what `python -m pytest <args>` does in
-    request["cwd"] with request["env"], its output to request["log"].
-    Ends the process."""
+    request["cwd"] with request["env"] (and `torch_threads`, torch's thread
+    count there), its output to request["log"]. Ends the process."""
     try:
         log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
                       0o644)
@@ -137,9 +151,8 @@ def _run(request: dict, base_path: list[str]) -> None:
         os.environ.update(env)
         extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         sys.path[:] = [cwd, *extra, *base_path]
-        torch = sys.modules.get("torch")
-        if torch is not None and "OMP_NUM_THREADS" not in env:
-            torch.set_num_threads(len(os.sched_getaffinity(0)))
+        if torch_threads is not None:
+            sys.modules["torch"].set_num_threads(torch_threads)
         # As under `python -m pytest`: what multiprocessing spawns from the
         # run does not import this server as its __main__.
         import pytest
@@ -180,6 +193,8 @@ def serve(mode: str, tree: str, modules_file: str) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     running: dict[int, str] = {}
+    # torch's thread count in a fresh process, by the runs' OMP_NUM_THREADS.
+    thread_counts: dict[str | None, int | None] = {}
     # Read from the file descriptor itself: several requests may come in
     # one read, and a buffered reader would keep the second from select().
     unread = b""
@@ -195,10 +210,13 @@ def serve(mode: str, tree: str, modules_file: str) -> None:
                         and os.path.realpath(request["cwd"]) != tree):
                     raise ValueError(f"a run in {request['cwd']}: this "
                                      f"server imported {tree}'s vLLM")
+                omp = request["env"].get("OMP_NUM_THREADS")
+                if "torch" in sys.modules and omp not in thread_counts:
+                    thread_counts[omp] = _fresh_thread_count(request["env"])
                 pid = os.fork()
                 if pid == 0:
                     answers.close()
-                    _run(request, base_path)
+                    _run(request, base_path, thread_counts.get(omp))
                 running[pid] = request["id"]
         elif not reading:
             time.sleep(0.5)
