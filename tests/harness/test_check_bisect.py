@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from conftest import commit_change, overlaps
 from pstack.harness import check_bisect
+from pstack.harness.pytest_forks import PytestForks
 from pstack.queue.apply import apply
 from pstack.queue.export import export
 
@@ -65,6 +68,24 @@ def test_check_bisect_names_the_failing_test_and_does_not_record_it_as_passing(
     (again, ) = cb.check_bisect(stack, results_file=results)
     assert not again.ran.startswith(
         "as recorded"), "failures are checked again"
+
+
+def test_prefixes_forked_from_a_server_run_their_own_tests(
+        stack, cb, tmp_path):
+    # As make test runs them (pytest_forks.py): a failing prefix's test is
+    # named, a passing one counted, each prefix's own tree's.
+    commit_change(stack.src, "tests/test_core.py", "assert True",
+                  "assert 1 == 2", "[Core] Broken test")
+    commit_change(stack.src, "tests/test_core.py", "assert 1 == 2",
+                  "assert 2 == 2", "[Core] Mended test")
+    export(stack)
+    with PytestForks("outside", stack.src, dict(os.environ),
+                     tmp_path / "modules.txt") as forks:
+        broken, mended = cb.check_bisect(stack,
+                                         results_file=tmp_path / "r.json",
+                                         forks=forks)
+    assert "FAILED tests/test_core.py::test_ok" in broken.checks["tests"]
+    assert mended.ok and "here: 1 passed" in mended.ran
 
 
 def test_every_file_the_record_depends_on_exists():
