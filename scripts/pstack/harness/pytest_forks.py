@@ -69,6 +69,14 @@ def _from_outside(name: str, module, tree: str) -> bool:
 def _import_tree(tree: str, modules_file: str) -> None:
     """Import tests/conftest.py as pytest would in `tree`; write the names of
     the modules then loaded from outside the tree to `modules_file`."""
+    if not (Path(tree) / "tests" / "conftest.py").exists():
+        # Not another `tests` package that sys.path finds.
+        print(
+            f"pytest_forks: {tree} has no tests/conftest.py; the runs "
+            "import what they need themselves",
+            file=sys.stderr)
+        Path(modules_file).write_text("")
+        return
     sys.path.insert(0, tree)
     try:
         importlib.import_module("tests.conftest")
