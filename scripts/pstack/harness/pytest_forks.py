@@ -38,6 +38,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 
 # Packages of the trees under test: an `outside` server never imports them.
@@ -113,11 +114,13 @@ def _import_outside(modules_file: str) -> None:
         sys.meta_path.remove(_NotUnderTest)
 
 
-def _with_one_omp_thread(imports) -> None:
+@contextlib.contextmanager
+def _one_omp_thread() -> Iterator[None]:
+    """OMP_NUM_THREADS=1 while the server imports (see the docstring)."""
     threads = os.environ.get("OMP_NUM_THREADS")
     os.environ["OMP_NUM_THREADS"] = "1"
     try:
-        imports()
+        yield
     finally:
         if threads is None:
             del os.environ["OMP_NUM_THREADS"]
@@ -193,11 +196,12 @@ def serve(mode: str, tree: str, modules_file: str) -> None:
     base_path = [
         p for p in sys.path[1:] if p and os.path.abspath(p) not in given
     ]
-    if mode == "tree":
-        _with_one_omp_thread(lambda: _import_tree(tree, modules_file))
-    else:
-        sys.path[:] = base_path
-        _with_one_omp_thread(lambda: _import_outside(modules_file))
+    with _one_omp_thread():
+        if mode == "tree":
+            _import_tree(tree, modules_file)
+        else:
+            sys.path[:] = base_path
+            _import_outside(modules_file)
     sys.stdout.flush()
     sys.stderr.flush()
     running: dict[int, str] = {}
