@@ -14,6 +14,7 @@ from ..core.errors import UserError, progress
 from ..core.line import REPO, Line
 from ..core.pin import BasePin
 from ..core.proc import failure_of, run_process
+from .disk_space import SOURCE_RUNTIME, check_free_space
 from .line_venv import digest, ensure_venv, site_packages, stamp, stamp_matches
 
 REQUIREMENTS = REPO / "ci" / "requirements-cpu.txt"
@@ -46,6 +47,7 @@ def ensure_requirements(layout: Line) -> None:
                  common.read_bytes())
     if stamp_matches(layout.venv, "deps", key):
         return
+    check_free_space(SOURCE_RUNTIME, layout.venv)
     progress(f"installing the CPU runtime into {layout.venv.name} (torch, "
              "IPEX, vLLM requirements; several GB on the first run)")
     run_process([

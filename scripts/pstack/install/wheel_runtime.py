@@ -18,6 +18,7 @@ from ..core.line import Line
 from ..core.pin import BasePin
 from ..core.proc import failure_of, run_process
 from ..core.vllm_src import SERIES, VllmSrc
+from .disk_space import WHEEL_RUNTIME, check_free_space
 from .line_venv import (drop_lm_eval_only, ensure_venv, pip, site_packages,
                         stamp, stamp_matches)
 
@@ -82,6 +83,8 @@ def setup_wheel_runtime(layout: Line, pin: BasePin) -> None:
     vLLM imported from the line's vllm-src."""
     progress(f"{layout.venv.name}: the CPU runtime of vLLM {pin.version} is "
              f"its published wheel {pin.cpu_wheel}")
+    if not stamp(layout.venv, "cpu-wheel").exists():
+        check_free_space(WHEEL_RUNTIME, layout.venv)
     ensure_venv(layout)
     torch = ensure_torch(layout)
     ensure_cpu_wheel(layout, pin, torch)
