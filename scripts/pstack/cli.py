@@ -125,8 +125,9 @@ COMMANDS = (
             needs_runtime=True),
     Command("slow-copies",
             "harness.slow_copies",
-            "the line's offloading engine tests with each CPU-tier copy made "
-            "DELAY seconds late: tests that race transfers fail every time",
+            "the line's offloading engine tests with each transfer (CPU "
+            "tier, fs tier) made DELAY seconds late, in every process: tests "
+            "that race transfers fail every time",
             "DELAY=<seconds> K=<pytest -k>",
             in_venv=True,
             needs_runtime=True),
