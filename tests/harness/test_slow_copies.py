@@ -87,18 +87,22 @@ def test_delayed_in_a_process_of_its_own():
 """
 
 
-def run_with_plugin(tmp_path: Path,
-                    files: dict[str, str],
-                    site: bool = True) -> subprocess.CompletedProcess:
+def write_tree(root: Path, files: dict[str, str]) -> None:
     for name, text in files.items():
-        path = tmp_path / name
+        path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
         # Packages of their own: the fake vllm, first on the path, hides
         # the one installed.
-        while name.startswith("vllm/") and path.parent != tmp_path:
+        while name.startswith("vllm/") and path.parent != root:
             path = path.parent
             (path / "__init__.py").touch()
+
+
+def run_with_plugin(tmp_path: Path,
+                    files: dict[str, str],
+                    site: bool = True) -> subprocess.CompletedProcess:
+    write_tree(tmp_path, files)
     # As `make slow-copies` sets it (the fake vllm first).
     path = [str(tmp_path), str(REPO / "scripts")]
     env = {
@@ -163,12 +167,7 @@ def test_the_plugin_refuses_a_vllm_without_a_known_transfer_function(tmp_path):
 
 
 def test_without_the_delay_the_site_changes_nothing(tmp_path):
-    (tmp_path / "vllm/v1/kv_offload/cpu").mkdir(parents=True)
-    for package in ("vllm", "vllm/v1", "vllm/v1/kv_offload",
-                    "vllm/v1/kv_offload/cpu"):
-        (tmp_path / package / "__init__.py").touch()
-    (tmp_path / "vllm/v1/kv_offload/cpu/host_handler.py"
-     ).write_text("def copy_runs(runs):\n    return len(runs)\n")
+    write_tree(tmp_path, FAKE_VLLMS["0.32"])
     env = {
         **os.environ, "PYTHONPATH":
         os.pathsep.join(
@@ -238,14 +237,7 @@ def test_cpu_offloading_metrics():
 
 
 def test_the_timed_tests_are_left_out_and_named(tmp_path, monkeypatch, capfd):
-    files = {**FAKE_VLLMS["0.32"], TIMED_FILE: TIMED}
-    for name, text in files.items():
-        path = tmp_path / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        while name.startswith("vllm/") and path.parent != tmp_path:
-            path = path.parent
-            (path / "__init__.py").touch()
+    write_tree(tmp_path, {**FAKE_VLLMS["0.32"], TIMED_FILE: TIMED})
     layout = Line(patches=tmp_path / "lines" / "0.0.1",
                   src=tmp_path,
                   cache=tmp_path / "cache")
