@@ -82,17 +82,25 @@ def test_the_real_filesystem_answers(tmp_path):
                          tmp_path / "venv", tmp_path)
 
 
+def _line(tmp_path, version: str) -> Line:
+    return Line(patches=tmp_path / "lines" / version,
+                src=tmp_path / "vllm-src",
+                cache=tmp_path / "cache",
+                venv=tmp_path / f".venv-{version}")
+
+
+def _one_gb_free(monkeypatch):
+    monkeypatch.setattr(disk_space.shutil, "disk_usage",
+                        lambda path: Usage(0, 0, GB))
+
+
 def test_a_runtime_too_big_for_the_disk_stops_before_pip_runs(
         tmp_path, monkeypatch):
-    layout = Line(patches=tmp_path / "lines" / "0.9.2",
-                  src=tmp_path / "vllm-src",
-                  cache=tmp_path / "cache",
-                  venv=tmp_path / ".venv")
+    layout = _line(tmp_path, "0.9.2")
     (layout.src / "requirements").mkdir(parents=True)
     (layout.src / "requirements" / "common.txt").write_text("regex\n")
     layout.venv.mkdir()
-    monkeypatch.setattr(disk_space.shutil, "disk_usage",
-                        lambda path: Usage(0, 0, GB))
+    _one_gb_free(monkeypatch)
     monkeypatch.setattr(source_runtime, "run_process",
                         lambda *a, **k: pytest.fail(f"ran {a}"))
     with pytest.raises(UserError, match="1.0 GB free .* needs about 11.0 GB"):
@@ -106,13 +114,9 @@ def test_a_runtime_too_big_for_the_disk_stops_before_pip_runs(
 
 def test_a_wheel_runtime_too_big_for_the_disk_makes_no_venv(
         tmp_path, monkeypatch):
-    layout = Line(patches=tmp_path / "lines" / "0.32.0",
-                  src=tmp_path / "vllm-src",
-                  cache=tmp_path / "cache",
-                  venv=tmp_path / ".venv-0.32.0")
+    layout = _line(tmp_path, "0.32.0")
     pin = BasePin("0.32.0", "s", "0" * 64, "w", "0" * 64, "c", "1" * 64)
-    monkeypatch.setattr(disk_space.shutil, "disk_usage",
-                        lambda path: Usage(0, 0, GB))
+    _one_gb_free(monkeypatch)
     with pytest.raises(UserError, match="1.0 GB free .* about 5.5 GB"):
         wheel_runtime.setup_wheel_runtime(layout, pin)
     assert not layout.venv.exists()
