@@ -30,7 +30,10 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from .lint import LintResult
+from .errors import UserError
+from .line import Line
+from .lint import LintResult, lint, linters_for
+from .vllm_src import VllmSrc
 
 # Hooks of vLLM's configs (0.9.2, 0.10.2, 0.32) that `make pr` leaves out
 # though a script of the tree runs them, and why. Every other hook that is
@@ -283,3 +286,44 @@ def run_hook(hook: str, tree: Path, base: Path, files: list[str],
         if not output:
             return LintResult(hook, "ok")
     return _failed(hook, taken, output)
+
+
+def lint_change(layout: Line, parent: str, head: str,
+                scratch: str) -> list[LintResult]:
+    """The release's formatters (lint.py) and offline hooks on the files
+    that `head` adds or changes since `parent` in the line's vllm-src, with
+    the tools of the line's venv, as pre-commit sees them being committed:
+    in a scratch worktree at `head` (build/<version>/<scratch>-tip) whose
+    HEAD goes back to `parent` with the change staged (hooks that read `git
+    diff --cached`: the import checks of 0.9.2 and 0.10.2), the release in
+    another (<scratch>-base: what mypy reports there is not the change's).
+    The worktree is back at `head` after, so that its next checkout finds
+    nothing staged, nor a file a hook fixed in place (0.9.2's SPDX check
+    adds the header it finds missing)."""
+    src = VllmSrc(layout.src)
+    changed = src.git("diff", "--name-only", "--diff-filter=AM", parent,
+                      head).split()
+    worktree = src.scratch_worktree(layout.build / f"{scratch}-tip", head)
+    tree = worktree.path
+    base = src.scratch_worktree(layout.build / f"{scratch}-base",
+                                layout.pin.tag).path
+    python = [f for f in changed if f.endswith(".py")]
+    results = [
+        lint(linter, python, tree, python=layout.venv_python)
+        for linter in linters_for(tree)
+    ]
+    tools = Tools(layout.venv)
+    hooks = hooks_for(tree)
+    missing = tools.missing(hooks)
+    if missing:
+        raise UserError(
+            f"{layout.venv.name} lacks {', '.join(missing)}, which the "
+            f"pre-commit config of vLLM {layout.version} runs",
+            f"make setup LINE={layout.version}")
+    worktree.git("reset", "-q", "--soft", parent)
+    try:
+        return results + [
+            run_hook(h, tree, base, changed, tools) for h in hooks
+        ]
+    finally:
+        worktree.git("reset", "-q", "--hard", head)

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from ..core.errors import UserError, progress
 from ..core.line import Line
-from ..core.lint import LintResult, lint, linters_for
-from ..core.precommit import Tools, hooks_for, run_hook
-from ..core.vllm_src import SERIES, VllmSrc
+from ..core.lint import LintResult
+from ..core.precommit import lint_change
+from ..core.vllm_src import SERIES
 from ..queue.check_series import check_series
 from .junit import Counts
 from .line_parts import prepare_line
@@ -64,33 +64,6 @@ def _check_series(layout: Line) -> Counts:
 
 def lint_series_at_tip(layout: Line) -> list[LintResult]:
     """The release's formatters and offline hooks on the files the series
-    adds or changes, with the tools of the line's venv."""
-    src = VllmSrc(layout.src)
-    tag = layout.pin.tag
-    changed = src.git("diff", "--name-only", "--diff-filter=AM", tag,
-                      SERIES).split()
-    tree = src.scratch_worktree(layout.build / "lint-tip", SERIES)
-    base = src.scratch_worktree(layout.build / "lint-base", tag).path
-    python = [f for f in changed if f.endswith(".py")]
-    results = [
-        lint(linter, python, tree.path, python=layout.venv_python)
-        for linter in linters_for(tree.path)
-    ]
-    tools = Tools(layout.venv)
-    hooks = hooks_for(tree.path)
-    missing = tools.missing(hooks)
-    if missing:
-        raise UserError(
-            f"{layout.venv.name} lacks {', '.join(missing)}, which the "
-            f"pre-commit config of vLLM {layout.version} runs",
-            f"make setup LINE={layout.version}")
-    # As pre-commit sees the series being committed: HEAD at the release,
-    # the series staged (hooks that read `git diff --cached`); the scratch
-    # worktree goes back to the tip after.
-    tree.git("reset", "-q", "--soft", tag)
-    try:
-        return results + [
-            run_hook(h, tree.path, base, changed, tools) for h in hooks
-        ]
-    finally:
-        tree.git("reset", "-q", "--hard", SERIES)
+    adds or changes, as pre-commit sees the whole series being committed on
+    the release."""
+    return lint_change(layout, layout.pin.tag, SERIES, "lint")

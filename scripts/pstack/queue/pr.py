@@ -40,10 +40,10 @@ from pathlib import Path
 from ..core.errors import UserError, progress
 from ..core.gitrepo import GitRepo, Identity
 from ..core.line import Line, has_cpu_runtime
-from ..core.lint import LintResult, lint, linters_for
+from ..core.lint import LintResult
 from ..core.patch import Patch
 from ..core.pin import BasePin
-from ..core.precommit import Tools, hooks_for, run_hook
+from ..core.precommit import lint_change
 from ..core.series import format_patch, read_series
 from ..core.vllm_src import SERIES, VllmSrc
 from .apply import apply
@@ -303,36 +303,10 @@ def _depends_on(patches: list[SeriesPatch], p: SeriesPatch) -> list[str]:
     return deps
 
 
-def lint_branch(src: VllmSrc, layout: Line, pin: BasePin,
-                p: SeriesPatch) -> list[LintResult]:
-    """The release's linters on the files the PR changes, at its branch."""
-    changed = src.git("diff", "--name-only", "--diff-filter=AM",
-                      f"{p.branch}~1", p.branch).split()
-    worktree = src.scratch_worktree(layout.build / "pr-branch", p.branch)
-    tree = worktree.path
-    base = src.scratch_worktree(layout.build / "pr-base", pin.tag).path
-    python = [f for f in changed if f.endswith(".py")]
-    results = [lint(linter, python, tree) for linter in linters_for(tree)]
-    tools = Tools(layout.venv)
-    hooks = hooks_for(tree)
-    missing = tools.missing(hooks)
-    if missing:
-        raise UserError(
-            f"{layout.venv.name} lacks {', '.join(missing)}, which the "
-            f"pre-commit config of vLLM {pin.version} runs",
-            "make setup" + f" LINE={layout.version}")
-    # As pre-commit sees a commit being made: HEAD at its parent, its change
-    # staged (the import checks of 0.9.2 and 0.10.2 read `git diff
-    # --cached`). All back at the PR after, so that the next checkout of
-    # the worktree finds nothing staged, nor a file a hook fixed in place
-    # (0.9.2's SPDX check adds the header it finds missing).
-    worktree.git("reset", "-q", "--soft", f"{p.branch}~1")
-    try:
-        return results + [
-            run_hook(h, tree, base, changed, tools) for h in hooks
-        ]
-    finally:
-        worktree.git("reset", "-q", "--hard", p.branch)
+def lint_branch(layout: Line, p: SeriesPatch) -> list[LintResult]:
+    """The release's linters on the files the PR changes, at its branch, as
+    pre-commit sees its commit being made."""
+    return lint_change(layout, f"{p.branch}~1", p.branch, "pr")
 
 
 def _context(src: VllmSrc, layout: Line, pin: BasePin,
@@ -405,7 +379,7 @@ def pr(layout: Line,
     lint_failures = []
     for p in chosen:
         progress(f"PR {p.number}/{len(patches)}: linting {p.branch}")
-        lints = lint_branch(src, layout, pin, p)
+        lints = lint_branch(layout, p)
         folder = out / p.slug
         if folder.exists():
             shutil.rmtree(folder)
