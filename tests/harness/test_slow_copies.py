@@ -212,31 +212,44 @@ def test_only_offloading_engine_tests_are_run(tmp_path, monkeypatch):
     ]
 
 
-# Upstream's test file, as the timed tests and another one of its engine
-# tests would fail with every transfer late.
+# Upstream's test file, as its timed tests would run with every transfer
+# late: _latency_test's last assertion (tier hits faster than recomputing)
+# fails; its events check, and the accuracy check after it, pass unless
+# the events are missing.
 TIMED_FILE = "tests/v1/kv_connector/unit/test_offloading_connector.py"
 TIMED = """
 import pytest
 from vllm.v1.kv_offload.cpu import host_handler
 
 # OffloadingConnector: LLM(...)
+ACCURATE = []
+
+def _latency_test(events_arrived):
+    host_handler.copy_runs([1])
+    assert events_arrived, "No CPU stored events received"
+    num_times_cpu_better_than_cold, num_tests = 0, 10
+    assert num_times_cpu_better_than_cold >= 0.8 * num_tests
+
+def _accuracy_test():
+    ACCURATE.append(True)
 
 @pytest.mark.parametrize("model", ["a", "b"])
 def test_cpu_offloading(model):
-    assert False, "timed: a late transfer is never faster"
+    _latency_test(True)
+    _accuracy_test()
+    assert ACCURATE
 
 def test_tiering_offloading():
-    assert False, "timed"
-
-def test_fs_tiering_offloading():
-    assert False, "timed"
+    _latency_test(False)
+    _accuracy_test()
 
 def test_cpu_offloading_metrics():
-    host_handler.copy_runs([1])
+    assert False, "any other failure is one"
 """
 
 
-def test_the_timed_tests_are_left_out_and_named(tmp_path, monkeypatch, capfd):
+def test_the_timing_assertion_is_waived_and_the_rest_runs(
+        tmp_path, monkeypatch, capfd):
     write_tree(tmp_path, {**FAKE_VLLMS["0.32"], TIMED_FILE: TIMED})
     layout = Line(patches=tmp_path / "lines" / "0.0.1",
                   src=tmp_path,
@@ -246,8 +259,14 @@ def test_the_timed_tests_are_left_out_and_named(tmp_path, monkeypatch, capfd):
     returncode = slow_copies.run(argparse.Namespace(delay=0.2, select=None),
                                  layout)
     out = capfd.readouterr().out
-    assert returncode == 0, out
-    assert ("left out: test_cpu_offloading, test_tiering_offloading, "
-            "test_fs_tiering_offloading" in out)
-    # test_cpu_offloading_metrics ran: only the timed ones are left out.
-    assert "1 passed, 4 deselected" in out
+    assert returncode == 1, out
+    assert ("waived: the timing assertion of test_offloading_connector.py's "
+            "_latency_test" in out)
+    # Both cases of test_cpu_offloading ran to their accuracy check; the
+    # missing events and the other failure still fail.
+    assert "2 failed, 2 passed" in out
+    assert "No CPU stored events received" in out
+    assert "any other failure is one" in out
+    assert ("the timing assertion waived in 2 test(s), the rest of each run: "
+            f"{TIMED_FILE}::test_cpu_offloading[a], "
+            f"{TIMED_FILE}::test_cpu_offloading[b]" in out)
